@@ -1,0 +1,113 @@
+// Kernel-level timing of vsa::forward on the CUDA backend, with no Python:
+// random bf16 inputs, random top-k lists, CUDA-event medians. The full
+// benchmark with peers is `vsa bench`; this one is for iterating on kernels.
+//
+//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <vsa/vsa.hpp>
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+template <class T>
+T* to_device(const std::vector<T>& host) {
+  T* device = nullptr;
+  check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
+  check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return device;
+}
+
+std::int64_t arg(int argc, char** argv, int i, std::int64_t fallback) {
+  return argc > i ? std::atoll(argv[i]) : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::int64_t heads = arg(argc, argv, 1, 12), nk = arg(argc, argv, 2, 624);
+  const std::int64_t topk = arg(argc, argv, 3, 63), dim = arg(argc, argv, 4, 128);
+  const std::int64_t block = arg(argc, argv, 5, 64);
+  const bool partial = arg(argc, argv, 6, 1) != 0;
+  const std::int64_t seq = nk * block, elems = heads * seq * dim;
+
+  std::mt19937_64 rng(1234);
+  std::normal_distribution<float> normal;
+  std::vector<__nv_bfloat16> qkv(3 * elems);
+  for (auto& x : qkv) x = __float2bfloat16(normal(rng));
+  std::vector<std::int32_t> idx(heads * nk * topk), num(heads * nk, static_cast<std::int32_t>(topk));
+  std::vector<std::int32_t> all(nk);
+  std::iota(all.begin(), all.end(), 0);
+  for (std::int64_t row = 0; row < heads * nk; ++row) {
+    std::shuffle(all.begin(), all.end(), rng);
+    std::sort(all.begin(), all.begin() + topk);
+    std::copy(all.begin(), all.begin() + topk, idx.begin() + row * topk);
+  }
+  // Partial blocks as in a tiled latent: every 5th block holds 48 of 64 tokens.
+  std::vector<std::int32_t> vbs(nk, static_cast<std::int32_t>(block));
+  if (partial)
+    for (std::int64_t j = 4; j < nk; j += 5) vbs[j] = static_cast<std::int32_t>(block * 3 / 4);
+
+  __nv_bfloat16* d_qkv = to_device(qkv);
+  std::int32_t* d_idx = to_device(idx);
+  std::int32_t* d_num = to_device(num);
+  std::int32_t* d_vbs = to_device(vbs);
+  __nv_bfloat16* d_out = nullptr;
+  float* d_lse = nullptr;
+  check(cudaMalloc(&d_out, elems * sizeof(__nv_bfloat16)), "cudaMalloc out");
+  check(cudaMalloc(&d_lse, heads * seq * sizeof(float)), "cudaMalloc lse");
+
+  using vsa::TensorRef;
+  const auto cuda = vsa::Device::cuda;
+  vsa::ForwardParams p;
+  p.in.q = TensorRef::contiguous(d_qkv, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  p.in.k = TensorRef::contiguous(d_qkv + elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  p.in.v = TensorRef::contiguous(d_qkv + 2 * elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  p.in.q2k_idx = TensorRef::contiguous(d_idx, vsa::DType::i32, {1, heads, nk, topk}, cuda);
+  p.in.q2k_num = TensorRef::contiguous(d_num, vsa::DType::i32, {1, heads, nk}, cuda);
+  p.in.variable_block_sizes = TensorRef::contiguous(d_vbs, vsa::DType::i32, {nk}, cuda);
+  p.out = TensorRef::contiguous(d_out, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  p.lse = TensorRef::contiguous(d_lse, vsa::DType::f32, {1, heads, seq}, cuda);
+
+  try {
+    for (int i = 0; i < 10; ++i) vsa::forward(p);
+    check(cudaDeviceSynchronize(), "warm-up");
+    cudaEvent_t start, stop;
+    check(cudaEventCreate(&start), "event");
+    check(cudaEventCreate(&stop), "event");
+    std::vector<float> ms(50);
+    for (float& t : ms) {
+      check(cudaEventRecord(start), "record");
+      vsa::forward(p);
+      check(cudaEventRecord(stop), "record");
+      check(cudaEventSynchronize(stop), "sync");
+      check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    const double flops = 4.0 * static_cast<double>(heads * dim * seq * topk * block);
+    std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d: %.3f ms, %.1f TFLOP/s (effective)\n",
+                static_cast<long long>(heads), static_cast<long long>(nk), static_cast<long long>(topk),
+                static_cast<long long>(dim), static_cast<long long>(block), partial ? 1 : 0, median,
+                flops / median / 1e9);
+  } catch (const vsa::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

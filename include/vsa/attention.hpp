@@ -1,0 +1,90 @@
+// Block-sparse attention: the op contract of DESIGN.md §1 as a C++ API.
+//
+// Shapes (layout bhsd; with bshd the two middle dimensions swap for q/k/v/out
+// and their gradients — lse is always [B, H, Sq]):
+//   q, out, dout, dq  [B, H, Sq, D]        k, v, dk, dv  [B, Hkv, Skv, D]
+//   q2k_idx [B, H, NQ, max_kv]  q2k_num [B, H, NQ]  variable_block_sizes [NK]
+//   lse [B, H, Sq] fp32, base 2.
+// blk = Skv / NK (64 or 128); Sq must equal NQ * blk. H % Hkv == 0 (GQA).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "vsa/tensor.hpp"
+
+namespace vsa {
+
+enum class Layout : std::uint8_t { bhsd, bshd };
+
+// LSE written for a row that attends to nothing (count 0, or every listed
+// block has zero valid keys). It stands for log2(0) = -inf but stays finite so
+// it survives NaN checks: exp2(kEmptyRowLse - x) == 0 for any sane x, so a
+// merge of partial results weights such a row by zero. Its `out` row is
+// exactly zero.
+constexpr float kEmptyRowLse = -1.0e30f;
+
+// Duplicate indices: a block listed twice in one row is attended twice (its
+// keys enter the softmax twice), on every backend. Order within a row does
+// not matter beyond floating-point rounding.
+
+struct AttentionInputs {
+  TensorRef q, k, v;
+  TensorRef q2k_idx;               // int32 or int64; only the first q2k_num entries are read
+  TensorRef q2k_num;               // int32 or int64, values in [0, max_kv]
+  TensorRef variable_block_sizes;  // int32 or int64, values in [0, blk]
+  Layout layout = Layout::bhsd;
+  float scale = 0.0f;  // softmax scale > 0; 0 means the default 1/sqrt(D)
+};
+
+struct ForwardParams {
+  AttentionInputs in;
+  TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D
+  TensorRef lse;         // [B, H, Sq] fp32; may be undefined when need_lse is false
+  bool need_lse = true;
+  void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU
+};
+
+struct BackwardParams {
+  AttentionInputs in;
+  TensorRef out, lse, dout;  // from the forward pass
+  // Optional KV->Q lists from invert_indices ([B, H, NK, max_q], [B, H, NK]);
+  // backends that need them and do not get them say so in the error.
+  TensorRef k2q_idx, k2q_num;
+  TensorRef dq, dk, dv;  // dk/dv of a GQA head are summed over its query heads
+  void* workspace = nullptr;  // device scratch of backward_workspace_bytes(); CPU needs none
+  std::size_t workspace_bytes = 0;
+  void* stream = nullptr;
+};
+
+// Shape facts derived once from validated inputs.
+struct ProblemShape {
+  std::int64_t batch, heads, kv_heads, seq_q, seq_kv, head_dim;
+  std::int64_t block, num_q_blocks, num_kv_blocks, max_kv;
+};
+
+struct Support {
+  bool ok = false;
+  std::string reason;  // why not, when !ok
+};
+
+// Runs the forward pass on the device that holds the tensors.
+void forward(const ForwardParams& params);
+
+// Runs the backward pass (dq, dk, dv) on the device that holds the tensors.
+void backward(const BackwardParams& params);
+std::size_t backward_workspace_bytes(const BackwardParams& params);
+
+// Static facts only (shapes, dtypes, device, arch, layout, alignment): never
+// reads tensor contents, never synchronizes a device.
+Support supported(const AttentionInputs& inputs);
+
+// Checks shapes, dtypes and strides of the inputs (no tensor contents) and
+// returns the derived problem shape; throws vsa::Error on the first problem.
+ProblemShape check_inputs(const AttentionInputs& inputs);
+
+// Whether this build has CUDA kernels compiled in, and for which archs.
+bool cuda_compiled();
+std::string cuda_archs();
+
+}  // namespace vsa

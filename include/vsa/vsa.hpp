@@ -1,0 +1,7 @@
+// Umbrella header of the vsa C++ API.
+#pragma once
+
+#include "vsa/attention.hpp"
+#include "vsa/error.hpp"
+#include "vsa/metadata.hpp"
+#include "vsa/tensor.hpp"

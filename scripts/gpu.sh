@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The project's one GPU job (run on the lent H200 through the device tool):
+# builds the library and the Python package for sm_90a, runs the GPU tests
+# (C++ and Python) and the benchmark, and writes every log under $OUT.
+#
+#   scripts/gpu.sh [stage ...]     stages: build ctest pytest bench (default: all)
+#
+# Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
+# being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
+# for `vsa bench`), GTEST_DIR (GoogleTest sources when the machine has no
+# installed GoogleTest; default .gtest, a copy of /usr/src/googletest).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+stages=${*:-build ctest pytest bench}
+jobs=$(nproc)
+status=0
+
+note() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/summary.txt"; }
+want() { [[ " $stages " == *" $1 "* ]]; }
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: ${VSA_COMMIT:-unknown}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  nvcc --version | tail -n 1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+if want build; then
+  note "build: C++ library and tests for sm_90a"
+  gtest_args=()
+  [[ -d ${GTEST_DIR:-.gtest} ]] && gtest_args=(-DVSA_GTEST_SOURCE_DIR="$PWD/${GTEST_DIR:-.gtest}")
+  { cmake -B build/gpu -G Ninja -DVSA_CUDA_ARCHS=90a-real -DVSA_BUILD_TESTS=ON \
+      -DVSA_PTXAS_VERBOSE=ON "${gtest_args[@]}" &&
+    cmake --build build/gpu -j "$jobs"; } > "$OUT/build.log" 2>&1 || { note "C++ build FAILED"; status=1; }
+  note "build: Python package"
+  python3 -m pip install --no-build-isolation --no-deps --no-cache-dir \
+    -C cmake.define.VSA_CUDA_ARCHS=90a-real -C build-dir=build/py . >> "$OUT/build.log" 2>&1 ||
+    { note "pip install FAILED"; status=1; }
+  grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | tee -a "$OUT/summary.txt"
+fi
+
+if want ctest; then
+  note "ctest"
+  ctest --test-dir build/gpu --output-on-failure -j 4 > "$OUT/ctest.log" 2>&1 || { note "ctest FAILED"; status=1; }
+  tail -n 3 "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
+fi
+
+if want pytest; then
+  note "pytest (GPU and CPU tests)"
+  python3 -m pytest tests/python -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 || { note "pytest FAILED"; status=1; }
+  tail -n 3 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
+fi
+
+if want bench; then
+  note "bench"
+  # shellcheck disable=SC2086
+  vsa bench --out "$OUT/bench" ${VSA_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || { note "bench FAILED"; status=1; }
+  tail -n 40 "$OUT/bench.log"
+fi
+
+note "done, status $status"
+exit $status

@@ -1,0 +1,257 @@
+#include "core/check.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/layout.hpp"
+
+namespace vsa::detail {
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+std::string join_dims(std::initializer_list<std::int64_t> dims) {
+  std::string s = "[";
+  bool first = true;
+  for (std::int64_t d : dims) {
+    s += (first ? "" : ", ") + str(d);
+    first = false;
+  }
+  return s + "]";
+}
+
+bool is_float_dtype(DType d) { return d == DType::bf16 || d == DType::f16 || d == DType::f32; }
+
+// q/k/v-shaped tensors: rank 4, a float dtype, unit stride on D.
+void expect_sequence_tensor(const TensorRef& t, const char* name) {
+  expect_defined(t, name);
+  expect_rank(t, name, 4);
+  if (!is_float_dtype(t.dtype))
+    fail_unsupported(std::string(name) + ".dtype", "bfloat16, float16 or float32",
+                     dtype_name(t.dtype));
+  if (t.stride[3] != 1 && t.shape[3] != 1)
+    fail(std::string(name) + ".stride", "unit stride on the head dimension (last axis)",
+         "stride " + str(t.stride[3]));
+}
+
+void expect_dtype(const TensorRef& t, const char* name, DType dtype) {
+  if (t.dtype != dtype) fail(std::string(name) + ".dtype", dtype_name(dtype), dtype_name(t.dtype));
+}
+
+// An output shaped and typed like `like` (q or k) on the same device.
+void expect_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name) {
+  expect_sequence_tensor(t, name);
+  expect_same_device(t, name, like);
+  if (t.dtype != like.dtype)
+    fail(std::string(name) + ".dtype", std::string(dtype_name(like.dtype)) + " (as " + like_name + ")",
+         dtype_name(t.dtype));
+  expect_shape(t, name, like);
+}
+
+void expect_lse(const TensorRef& t, const char* name, const TensorRef& q, const ProblemShape& s) {
+  expect_defined(t, name);
+  expect_same_device(t, name, q);
+  expect_dtype(t, name, DType::f32);
+  expect_shape(t, name, {s.batch, s.heads, s.seq_q});
+  expect_contiguous(t, name);
+}
+
+}  // namespace
+
+void fail(const std::string& argument, const std::string& expected, const std::string& got) {
+  throw Error(ErrorKind::invalid_argument, argument, expected, got);
+}
+
+void fail_unsupported(const std::string& argument, const std::string& expected,
+                      const std::string& got) {
+  throw Error(ErrorKind::unsupported, argument, expected, got);
+}
+
+void expect_defined(const TensorRef& t, const char* name) {
+  if (t.data == nullptr) fail(name, "a non-null data pointer", "null");
+}
+
+void expect_rank(const TensorRef& t, const char* name, int rank) {
+  if (t.rank != rank)
+    fail(name, "rank " + str(rank), "rank " + str(t.rank) + " " + t.shape_string());
+}
+
+void expect_int_dtype(const TensorRef& t, const char* name) {
+  if (t.dtype != DType::i32 && t.dtype != DType::i64)
+    fail(std::string(name) + ".dtype", "int32 or int64", dtype_name(t.dtype));
+}
+
+void expect_contiguous(const TensorRef& t, const char* name) {
+  if (!t.is_contiguous()) fail(std::string(name) + ".stride", "a contiguous tensor", "strided");
+}
+
+void expect_same_device(const TensorRef& t, const char* name, const TensorRef& ref,
+                        const char* ref_name) {
+  if (t.device != ref.device || t.device_index != ref.device_index)
+    fail(std::string(name) + ".device",
+         std::string(device_name(ref.device)) + ":" + str(ref.device_index) + " (as " + ref_name + ")",
+         std::string(device_name(t.device)) + ":" + str(t.device_index));
+}
+
+void expect_shape(const TensorRef& t, const char* name, const TensorRef& like) {
+  bool same = t.rank == like.rank;
+  for (int i = 0; same && i < t.rank; ++i) same = t.shape[i] == like.shape[i];
+  if (!same) fail(std::string(name) + ".shape", like.shape_string(), t.shape_string());
+}
+
+void expect_shape(const TensorRef& t, const char* name, std::initializer_list<std::int64_t> dims) {
+  bool same = t.rank == static_cast<int>(dims.size());
+  int i = 0;
+  for (std::int64_t d : dims) {
+    if (!same) break;
+    same = t.shape[i++] == d;
+  }
+  if (!same) fail(std::string(name) + ".shape", join_dims(dims), t.shape_string());
+}
+
+}  // namespace vsa::detail
+
+namespace vsa {
+
+ProblemShape check_inputs(const AttentionInputs& in) {
+  using namespace detail;
+  if (in.layout != Layout::bhsd && in.layout != Layout::bshd)
+    fail("layout", "bhsd or bshd", "value " + str(static_cast<int>(in.layout)));
+  expect_sequence_tensor(in.q, "q");
+  expect_sequence_tensor(in.k, "k");
+  expect_sequence_tensor(in.v, "v");
+  expect_same_device(in.k, "k", in.q);
+  expect_same_device(in.v, "v", in.q);
+  if (in.k.dtype != in.q.dtype)
+    fail("k.dtype", std::string(dtype_name(in.q.dtype)) + " (as q)", dtype_name(in.k.dtype));
+  if (in.v.dtype != in.q.dtype)
+    fail("v.dtype", std::string(dtype_name(in.q.dtype)) + " (as q)", dtype_name(in.v.dtype));
+  expect_shape(in.v, "v", in.k);
+
+  const HeadView q = head_view(in.q, in.layout);
+  const HeadView k = head_view(in.k, in.layout);
+  ProblemShape s{};
+  s.batch = q.batch;
+  s.heads = q.heads;
+  s.seq_q = q.seq;
+  s.head_dim = q.dim;
+  s.kv_heads = k.heads;
+  s.seq_kv = k.seq;
+  if (s.head_dim != 64 && s.head_dim != 128)
+    fail_unsupported("q.shape", "head dim D of 64 or 128", "D = " + str(s.head_dim));
+  if (k.dim != s.head_dim)
+    fail("k.shape", "head dim " + str(s.head_dim) + " (as q)", "D = " + str(k.dim));
+  if (k.batch != s.batch) fail("k.shape", "batch " + str(s.batch) + " (as q)", "batch " + str(k.batch));
+  if (s.batch < 1 || s.heads < 1 || s.kv_heads < 1 || s.seq_q < 1 || s.seq_kv < 1)
+    fail("q.shape", "non-empty batch, head and sequence extents",
+         in.q.shape_string() + " and k " + in.k.shape_string());
+  if (s.heads % s.kv_heads != 0)
+    fail("k.shape", "kv heads dividing the " + str(s.heads) + " query heads (GQA)",
+         str(s.kv_heads) + " kv heads");
+
+  const TensorRef& vbs = in.variable_block_sizes;
+  expect_defined(vbs, "variable_block_sizes");
+  expect_same_device(vbs, "variable_block_sizes", in.q);
+  expect_rank(vbs, "variable_block_sizes", 1);
+  expect_int_dtype(vbs, "variable_block_sizes");
+  expect_contiguous(vbs, "variable_block_sizes");
+  s.num_kv_blocks = vbs.shape[0];
+  if (s.num_kv_blocks < 1 || s.seq_kv % s.num_kv_blocks != 0)
+    fail("variable_block_sizes.shape", "NK dividing Skv = " + str(s.seq_kv) + " (one entry per KV block)",
+         "NK = " + str(s.num_kv_blocks));
+  s.block = s.seq_kv / s.num_kv_blocks;
+  if (s.block != 64 && s.block != 128)
+    fail_unsupported("variable_block_sizes.shape", "a block size Skv / NK of 64 or 128",
+                     "Skv / NK = " + str(s.seq_kv) + " / " + str(s.num_kv_blocks) + " = " +
+                         str(s.block));
+  if (s.seq_q % s.block != 0)
+    fail("q.shape", "Sq a multiple of the block size " + str(s.block), "Sq = " + str(s.seq_q));
+  s.num_q_blocks = s.seq_q / s.block;
+
+  const TensorRef& idx = in.q2k_idx;
+  expect_defined(idx, "q2k_idx");
+  expect_same_device(idx, "q2k_idx", in.q);
+  expect_rank(idx, "q2k_idx", 4);
+  expect_int_dtype(idx, "q2k_idx");
+  s.max_kv = idx.shape[3];
+  if (s.max_kv < 1) fail("q2k_idx.shape", "max_kv >= 1 (last axis)", "max_kv = " + str(s.max_kv));
+  expect_shape(idx, "q2k_idx", {s.batch, s.heads, s.num_q_blocks, s.max_kv});
+  expect_contiguous(idx, "q2k_idx");
+
+  const TensorRef& num = in.q2k_num;
+  expect_defined(num, "q2k_num");
+  expect_same_device(num, "q2k_num", in.q);
+  expect_rank(num, "q2k_num", 3);
+  expect_int_dtype(num, "q2k_num");
+  expect_shape(num, "q2k_num", {s.batch, s.heads, s.num_q_blocks});
+  expect_contiguous(num, "q2k_num");
+
+  if (!std::isfinite(in.scale) || in.scale < 0.0f)
+    fail("scale", "a finite positive number (0 selects 1/sqrt(D))", std::to_string(in.scale));
+  return s;
+}
+
+}  // namespace vsa
+
+namespace vsa::detail {
+
+float resolved_scale(const AttentionInputs& in, const ProblemShape& s) {
+  return in.scale != 0.0f ? in.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+
+void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
+  expect_like(p.out, "out", p.in.q, "q");
+  if (p.need_lse) expect_lse(p.lse, "lse", p.in.q, s);
+}
+
+void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {
+  expect_like(p.out, "out", p.in.q, "q");
+  expect_like(p.dout, "dout", p.in.q, "q");
+  expect_lse(p.lse, "lse", p.in.q, s);
+  expect_like(p.dq, "dq", p.in.q, "q");
+  expect_like(p.dk, "dk", p.in.k, "k");
+  expect_like(p.dv, "dv", p.in.k, "k");
+  if (p.k2q_idx.defined() || p.k2q_num.defined()) {
+    expect_defined(p.k2q_idx, "k2q_idx");
+    expect_defined(p.k2q_num, "k2q_num");
+    expect_same_device(p.k2q_idx, "k2q_idx", p.in.q);
+    expect_same_device(p.k2q_num, "k2q_num", p.in.q);
+    expect_rank(p.k2q_idx, "k2q_idx", 4);
+    expect_int_dtype(p.k2q_idx, "k2q_idx");
+    expect_int_dtype(p.k2q_num, "k2q_num");
+    expect_shape(p.k2q_idx, "k2q_idx", {s.batch, s.heads, s.num_kv_blocks, p.k2q_idx.shape[3]});
+    expect_shape(p.k2q_num, "k2q_num", {s.batch, s.heads, s.num_kv_blocks});
+    expect_contiguous(p.k2q_idx, "k2q_idx");
+    expect_contiguous(p.k2q_num, "k2q_num");
+  }
+}
+
+void check_block_list_values(const TensorRef& idx, const char* idx_name, const TensorRef& num,
+                             const char* num_name, std::int64_t num_kv_blocks) {
+  const std::int64_t rows = num.numel();
+  const std::int64_t max_kv = idx.shape[idx.rank - 1];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t count = load_int(num, r);
+    if (count < 0 || count > max_kv)
+      fail(num_name, "counts in [0, max_kv = " + str(max_kv) + "]",
+           str(count) + " at flat row " + str(r));
+    for (std::int64_t e = 0; e < count; ++e) {
+      const std::int64_t j = load_int(idx, r * max_kv + e);
+      if (j < 0 || j >= num_kv_blocks)
+        fail(idx_name, "block ids in [0, NK = " + str(num_kv_blocks) + ") before the count",
+             str(j) + " at flat row " + str(r) + ", entry " + str(e));
+    }
+  }
+}
+
+void check_metadata_values(const AttentionInputs& in, const ProblemShape& s) {
+  check_block_list_values(in.q2k_idx, "q2k_idx", in.q2k_num, "q2k_num", s.num_kv_blocks);
+  for (std::int64_t j = 0; j < s.num_kv_blocks; ++j) {
+    const std::int64_t n = load_int(in.variable_block_sizes, j);
+    if (n < 0 || n > s.block)
+      fail("variable_block_sizes", "values in [0, blk = " + str(s.block) + "]",
+           str(n) + " at block " + str(j));
+  }
+}
+
+}  // namespace vsa::detail

@@ -1,0 +1,43 @@
+// Argument checking, in one place for every backend. Each check throws
+// vsa::Error naming the argument, what was expected and what was given.
+#pragma once
+
+#include <string>
+
+#include "vsa/attention.hpp"
+#include "vsa/error.hpp"
+
+namespace vsa::detail {
+
+[[noreturn]] void fail(const std::string& argument, const std::string& expected,
+                       const std::string& got);
+[[noreturn]] void fail_unsupported(const std::string& argument, const std::string& expected,
+                                   const std::string& got);
+
+void expect_defined(const TensorRef& t, const char* name);
+void expect_rank(const TensorRef& t, const char* name, int rank);
+void expect_int_dtype(const TensorRef& t, const char* name);
+void expect_contiguous(const TensorRef& t, const char* name);
+void expect_same_device(const TensorRef& t, const char* name, const TensorRef& ref,
+                        const char* ref_name = "q");
+// shape must equal `expected` (rank included)
+void expect_shape(const TensorRef& t, const char* name, const TensorRef& like);
+void expect_shape(const TensorRef& t, const char* name, std::initializer_list<std::int64_t> dims);
+
+// Outputs of the forward pass (out, and lse when need_lse).
+void check_forward_outputs(const ForwardParams& p, const ProblemShape& s);
+// Everything a backward pass reads or writes besides the inputs.
+void check_backward_tensors(const BackwardParams& p, const ProblemShape& s);
+
+// Reads the host-resident metadata: counts in [0, max_kv], the first count
+// indices of each row in [0, NK), vbs in [0, blk].
+void check_metadata_values(const AttentionInputs& in, const ProblemShape& s);
+// The list part of that check, for contiguous host lists idx [..., max_kv]
+// and num [...] with idx.numel() == num.numel() * max_kv.
+void check_block_list_values(const TensorRef& idx, const char* idx_name, const TensorRef& num,
+                             const char* num_name, std::int64_t num_kv_blocks);
+
+// The scale actually used (the default 1/sqrt(D) when in.scale == 0).
+float resolved_scale(const AttentionInputs& in, const ProblemShape& s);
+
+}  // namespace vsa::detail

@@ -1,0 +1,66 @@
+// The one place that decides which backend runs an op: the device holding the
+// tensors picks the backend; CUDA kernel choice (arch, dtype, D, blk) is made
+// inside the CUDA backend's own dispatcher.
+#include <string>
+
+#include "core/check.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "vsa/attention.hpp"
+
+namespace vsa {
+namespace {
+
+void require_cuda_support(const AttentionInputs& in, const ProblemShape& s) {
+  const Support support = cuda::supported(in, s);
+  if (!support.ok) throw Error(ErrorKind::unsupported, support.reason);
+}
+
+}  // namespace
+
+bool cuda_compiled() { return cuda::compiled(); }
+std::string cuda_archs() { return cuda::archs(); }
+
+Support supported(const AttentionInputs& in) {
+  ProblemShape s{};
+  try {
+    s = check_inputs(in);
+  } catch (const Error& e) {
+    return Support{false, e.what()};
+  }
+  if (in.q.device == Device::cpu) return Support{true, ""};
+  return cuda::supported(in, s);
+}
+
+void forward(const ForwardParams& p) {
+  const ProblemShape s = check_inputs(p.in);
+  detail::check_forward_outputs(p, s);
+  const float scale = detail::resolved_scale(p.in, s);
+  if (p.in.q.device == Device::cpu) {
+    detail::check_metadata_values(p.in, s);
+    cpu::forward(p, s, scale);
+    return;
+  }
+  require_cuda_support(p.in, s);
+  cuda::forward(p, s, scale);
+}
+
+std::size_t backward_workspace_bytes(const BackwardParams& /*params*/) {
+  // The CPU backend allocates its own host scratch; no device backward yet.
+  return 0;
+}
+
+void backward(const BackwardParams& p) {
+  const ProblemShape s = check_inputs(p.in);
+  detail::check_backward_tensors(p, s);
+  const float scale = detail::resolved_scale(p.in, s);
+  if (p.in.q.device == Device::cpu) {
+    detail::check_metadata_values(p.in, s);
+    cpu::backward(p, s, scale);
+    return;
+  }
+  throw Error(ErrorKind::unsupported, "q.device", "cpu tensors (the CUDA backward is not built yet)",
+              "cuda tensors");
+}
+
+}  // namespace vsa

@@ -1,0 +1,108 @@
+// Public metadata entry points: argument checks, then the backend of the
+// device holding the tensors; plus the host-side tiling of a video latent.
+#include "vsa/metadata.hpp"
+
+#include <string>
+
+#include "core/check.hpp"
+#include "core/layout.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cuda/cuda_backend.hpp"
+
+namespace vsa {
+namespace {
+
+using detail::expect_contiguous;
+using detail::expect_defined;
+using detail::expect_int_dtype;
+using detail::expect_rank;
+using detail::expect_same_device;
+using detail::expect_shape;
+using detail::fail;
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// An int32/int64 contiguous tensor of the given rank on `ref`'s device.
+void expect_int_tensor(const TensorRef& t, const char* name, int rank, const TensorRef& ref,
+                       const char* ref_name) {
+  expect_defined(t, name);
+  expect_same_device(t, name, ref, ref_name);
+  expect_rank(t, name, rank);
+  expect_int_dtype(t, name);
+  expect_contiguous(t, name);
+}
+
+// A q2k list pair: idx [B, H, NQ, max_kv] with max_kv >= 1 and num [B, H, NQ].
+void expect_block_lists(const TensorRef& idx, const char* idx_name, const TensorRef& num,
+                        const char* num_name, const TensorRef& ref, const char* ref_name) {
+  expect_int_tensor(idx, idx_name, 4, ref, ref_name);
+  if (idx.shape[3] < 1)
+    fail(std::string(idx_name) + ".shape", "a last axis of at least 1", idx.shape_string());
+  expect_int_tensor(num, num_name, 3, ref, ref_name);
+  expect_shape(num, num_name, {idx.shape[0], idx.shape[1], idx.shape[2]});
+}
+
+// The two outputs of map_to_index/topk_to_index share one integer dtype, so
+// every backend writes them with one code path.
+void expect_matching_outputs(const TensorRef& q2k_idx, const TensorRef& q2k_num) {
+  if (q2k_num.dtype != q2k_idx.dtype)
+    fail("q2k_num.dtype", std::string(dtype_name(q2k_idx.dtype)) + " (as q2k_idx)",
+         dtype_name(q2k_num.dtype));
+}
+
+}  // namespace
+
+void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num,
+                  void* stream) {
+  expect_defined(block_map, "block_map");
+  expect_rank(block_map, "block_map", 4);
+  if (block_map.dtype != DType::boolean) fail("block_map.dtype", "bool", dtype_name(block_map.dtype));
+  expect_contiguous(block_map, "block_map");
+  if (block_map.shape[3] < 1)
+    fail("block_map.shape", "at least one KV block (last axis)", block_map.shape_string());
+  expect_block_lists(q2k_idx, "q2k_idx", q2k_num, "q2k_num", block_map, "block_map");
+  expect_shape(q2k_idx, "q2k_idx", block_map);
+  expect_matching_outputs(q2k_idx, q2k_num);
+
+  if (block_map.device == Device::cpu)
+    cpu::map_to_index(block_map, q2k_idx, q2k_num);
+  else
+    cuda::map_to_index(block_map, q2k_idx, q2k_num, stream);
+}
+
+void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,
+                    const TensorRef& k2q_idx, const TensorRef& k2q_num, void* stream) {
+  expect_block_lists(q2k_idx, "q2k_idx", q2k_num, "q2k_num", q2k_idx, "q2k_idx");
+  if (num_kv_blocks < 1) fail("num_kv_blocks", "at least 1", str(num_kv_blocks));
+  expect_int_tensor(k2q_idx, "k2q_idx", 4, q2k_idx, "q2k_idx");
+  expect_shape(k2q_idx, "k2q_idx", {q2k_idx.shape[0], q2k_idx.shape[1], num_kv_blocks, k2q_idx.shape[3]});
+  expect_block_lists(k2q_idx, "k2q_idx", k2q_num, "k2q_num", q2k_idx, "q2k_idx");
+
+  if (q2k_idx.device == Device::cpu) {
+    detail::check_block_list_values(q2k_idx, "q2k_idx", q2k_num, "q2k_num", num_kv_blocks);
+    cpu::invert_indices(q2k_idx, q2k_num, num_kv_blocks, k2q_idx, k2q_num);
+  } else {
+    cuda::invert_indices(q2k_idx, q2k_num, num_kv_blocks, k2q_idx, k2q_num, stream);
+  }
+}
+
+void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num,
+                   void* /*stream*/) {
+  expect_int_tensor(topk, "topk", 4, topk, "topk");
+  if (topk.shape[3] < 1) fail("topk.shape", "at least one block per row (last axis)", topk.shape_string());
+  expect_block_lists(q2k_idx, "q2k_idx", q2k_num, "q2k_num", topk, "topk");
+  expect_shape(q2k_idx, "q2k_idx", topk);
+  expect_matching_outputs(q2k_idx, q2k_num);
+
+  if (topk.device != Device::cpu)
+    throw Error(ErrorKind::unsupported, "topk.device", "cpu tensors (no CUDA topk_to_index yet)",
+                "cuda tensors");
+  // The number of KV blocks is not an argument, so only the lower bound of
+  // the ids can be checked here; the attention op checks the upper one.
+  for (std::int64_t e = 0; e < topk.numel(); ++e)
+    if (detail::load_int(topk, e) < 0)
+      fail("topk", "block ids >= 0", str(detail::load_int(topk, e)) + " at flat entry " + str(e));
+  cpu::topk_to_index(topk, q2k_idx, q2k_num);
+}
+
+}  // namespace vsa

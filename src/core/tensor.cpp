@@ -1,0 +1,74 @@
+#include "vsa/tensor.hpp"
+
+#include <sstream>
+
+namespace vsa {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
+    case DType::f32: return "float32";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::boolean: return "bool";
+  }
+  return "unknown";
+}
+
+const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+TensorRef TensorRef::contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
+                                Device device, int device_index) {
+  TensorRef t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int>(shape.size());
+  t.device = device;
+  t.device_index = device_index;
+  int d = 0;
+  for (std::int64_t extent : shape) t.shape[d++] = extent;
+  std::int64_t step = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    t.stride[i] = step;
+    step *= t.shape[i];
+  }
+  return t;
+}
+
+std::int64_t TensorRef::numel() const {
+  std::int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+bool TensorRef::is_contiguous() const {
+  std::int64_t step = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    if (shape[i] != 1 && stride[i] != step) return false;
+    step *= shape[i];
+  }
+  return true;
+}
+
+std::string TensorRef::shape_string() const {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < rank; ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+}  // namespace vsa

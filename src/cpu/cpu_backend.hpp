@@ -1,0 +1,18 @@
+// CPU backend entry points. Inputs arrive validated (shapes, dtypes and
+// metadata values); these only compute.
+#pragma once
+
+#include "vsa/attention.hpp"
+#include "vsa/metadata.hpp"
+
+namespace vsa::cpu {
+
+void forward(const ForwardParams& p, const ProblemShape& s, float scale);
+void backward(const BackwardParams& p, const ProblemShape& s, float scale);
+
+void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num);
+void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,
+                    const TensorRef& k2q_idx, const TensorRef& k2q_num);
+void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num);
+
+}  // namespace vsa::cpu

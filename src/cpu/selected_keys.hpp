@@ -1,0 +1,64 @@
+// What one query block attends to: its coordinates, and the valid key/value
+// rows of the blocks its list names, gathered into dense float matrices.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/layout.hpp"
+#include "cpu/sequence_rows.hpp"
+
+namespace vsa::cpu {
+
+// Scores are kept in base 2 (s * scale * log2 e) so softmax uses exp2 and the
+// LSE comes out in base 2, as the contract requires.
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Query block `index` of head `head` in batch `batch`. Work items are
+// numbered like the rows of q2k_num ([B, H, NQ] flattened), so the item
+// number is also the flat row of this block's list.
+struct QueryBlock {
+  std::int64_t batch, head, kv_head, index;
+  std::int64_t list_row;
+};
+
+inline QueryBlock query_block(std::int64_t item, const ProblemShape& s) {
+  const std::int64_t index = item % s.num_q_blocks;
+  const std::int64_t head = (item / s.num_q_blocks) % s.heads;
+  const std::int64_t batch = item / (s.num_q_blocks * s.heads);
+  const std::int64_t group = s.heads / s.kv_heads;  // query heads sharing one kv head (GQA)
+  return QueryBlock{batch, head, head / group, index, item};
+}
+
+// Keys and values of every valid token the block attends to, one D-row each,
+// in list order. A block listed twice appears twice (documented contract).
+struct SelectedKeys {
+  std::vector<float> keys, values;
+  std::int64_t count = 0;
+};
+
+template <class T>
+SelectedKeys gather_selected_keys(const SequenceRows<const T>& k, const SequenceRows<const T>& v,
+                                  const AttentionInputs& in, const ProblemShape& s, const QueryBlock& qb) {
+  const std::int64_t listed = detail::load_int(in.q2k_num, qb.list_row);
+  SelectedKeys sel;
+  for (std::int64_t e = 0; e < listed; ++e)
+    sel.count +=
+        detail::load_int(in.variable_block_sizes, detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e));
+  const std::int64_t d = s.head_dim;
+  sel.keys.resize(static_cast<std::size_t>(sel.count * d));
+  sel.values.resize(static_cast<std::size_t>(sel.count * d));
+  std::int64_t filled = 0;
+  for (std::int64_t e = 0; e < listed; ++e) {
+    const std::int64_t block = detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e);
+    const std::int64_t valid = detail::load_int(in.variable_block_sizes, block);
+    for (std::int64_t t = 0; t < valid; ++t, ++filled) {
+      const std::int64_t seq = block * s.block + t;
+      load_row(k.row(qb.batch, qb.kv_head, seq), sel.keys.data() + filled * d, d);
+      load_row(v.row(qb.batch, qb.kv_head, seq), sel.values.data() + filled * d, d);
+    }
+  }
+  return sel;
+}
+
+}  // namespace vsa::cpu

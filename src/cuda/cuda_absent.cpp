@@ -1,0 +1,30 @@
+// The CUDA backend of a build without CUDA: every entry point says so.
+#include "cuda/cuda_backend.hpp"
+#include "vsa/error.hpp"
+
+namespace vsa::cuda {
+namespace {
+
+[[noreturn]] void no_cuda() {
+  throw Error(ErrorKind::unsupported, "q.device", "cpu tensors (this build of vsa has no CUDA backend)",
+              "cuda tensors");
+}
+
+}  // namespace
+
+bool compiled() { return false; }
+std::string archs() { return ""; }
+int device_arch(int) { no_cuda(); }
+
+Support supported(const AttentionInputs&, const ProblemShape&) {
+  return Support{false, "this build of vsa has no CUDA backend"};
+}
+
+void forward(const ForwardParams&, const ProblemShape&, float) { no_cuda(); }
+void map_to_index(const TensorRef&, const TensorRef&, const TensorRef&, void*) { no_cuda(); }
+void invert_indices(const TensorRef&, const TensorRef&, std::int64_t, const TensorRef&,
+                    const TensorRef&, void*) {
+  no_cuda();
+}
+
+}  // namespace vsa::cuda

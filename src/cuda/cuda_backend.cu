@@ -1,0 +1,120 @@
+// Host side of the CUDA backend: support facts, and the dispatcher that picks
+// the forward kernel instantiation for a validated problem.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/layout.hpp"
+#include "cuda/common/cuda_check.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/sm80/fwd_launch.hpp"
+
+namespace vsa::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Archs with machine code or PTX in this build (see VSA_CUDA_ARCHS): sm_80 code
+// runs on all of 8.x, 90a on 9.0, 100a/103a on exactly those, and the
+// sm_120 code plus its PTX on 12.x and later.
+bool arch_has_code(int cc) { return cc / 10 == 8 || cc == 90 || cc == 100 || cc == 103 || cc >= 120; }
+
+bool rows_aligned(const TensorRef& t, Layout layout) {
+  const detail::HeadView v = detail::head_view(t, layout);
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && v.stride_batch % 8 == 0 &&
+         v.stride_head % 8 == 0 && v.stride_seq % 8 == 0;
+}
+
+sm80::SeqStrides seq_strides(const TensorRef& t, Layout layout) {
+  const detail::HeadView v = detail::head_view(t, layout);
+  return sm80::SeqStrides{v.stride_batch, v.stride_head, v.stride_seq};
+}
+
+template <class Elem>
+void launch_for_dim(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
+  const int batch = static_cast<int>(s.batch);
+  if (s.head_dim == 64)
+    sm80::launch_fwd<Elem, 64>(kp, batch, stream);
+  else
+    sm80::launch_fwd<Elem, 128>(kp, batch, stream);
+}
+
+}  // namespace
+
+bool compiled() { return true; }
+std::string archs() { return VSA_CUDA_ARCHS_STRING; }
+
+int device_arch(int device_index) {
+  static std::array<std::atomic<int>, 64> cache{};
+  if (device_index < 0 || device_index >= static_cast<int>(cache.size()))
+    throw Error(ErrorKind::invalid_argument, "q.device", "a CUDA device index in [0, 64)",
+                std::to_string(device_index));
+  int cc = cache[device_index].load(std::memory_order_relaxed);
+  if (cc == 0) {
+    int major = 0, minor = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index),
+               "cudaDeviceGetAttribute(major)");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index),
+               "cudaDeviceGetAttribute(minor)");
+    cc = major * 10 + minor;
+    cache[device_index].store(cc, std::memory_order_relaxed);
+  }
+  return cc;
+}
+
+Support supported(const AttentionInputs& in, const ProblemShape& /*s*/) {
+  if (in.q.dtype != DType::bf16 && in.q.dtype != DType::f16)
+    return {false, std::string("the CUDA backend takes bfloat16 or float16 inputs, got ") +
+                       dtype_name(in.q.dtype) + " (float32 runs on the CPU backend)"};
+  const int cc = device_arch(in.q.device_index);
+  if (cc < 80 || !arch_has_code(cc))
+    return {false, "no kernel of this build runs on compute capability " + std::to_string(cc) +
+                       " (built for " + archs() + "; sm_80 or newer needed)"};
+  if (!rows_aligned(in.q, in.layout) || !rows_aligned(in.k, in.layout) || !rows_aligned(in.v, in.layout))
+    return {false, "the CUDA kernel needs 16-byte aligned rows: data pointers aligned to 16 bytes "
+                   "and batch/head/sequence strides that are multiples of 8 elements"};
+  return {true, ""};
+}
+
+void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
+  if (!rows_aligned(p.out, p.in.layout))
+    throw Error(ErrorKind::unsupported, "out.stride", "16-byte aligned rows (strides multiple of 8)",
+                "unaligned rows");
+  const AttentionInputs& in = p.in;
+  sm80::FwdKernelParams kp{};
+  kp.q = in.q.data;
+  kp.k = in.k.data;
+  kp.v = in.v.data;
+  kp.out = p.out.data;
+  kp.lse = p.need_lse ? static_cast<float*>(p.lse.data) : nullptr;
+  kp.q_stride = seq_strides(in.q, in.layout);
+  kp.k_stride = seq_strides(in.k, in.layout);
+  kp.v_stride = seq_strides(in.v, in.layout);
+  kp.out_stride = seq_strides(p.out, in.layout);
+  kp.q2k_idx = in.q2k_idx.data;
+  kp.q2k_num = in.q2k_num.data;
+  kp.vbs = in.variable_block_sizes.data;
+  kp.idx_is_64 = in.q2k_idx.dtype == DType::i64;
+  kp.num_is_64 = in.q2k_num.dtype == DType::i64;
+  kp.vbs_is_64 = in.variable_block_sizes.dtype == DType::i64;
+  kp.heads = static_cast<int>(s.heads);
+  kp.kv_group = static_cast<int>(s.heads / s.kv_heads);
+  kp.num_q_blocks = static_cast<int>(s.num_q_blocks);
+  kp.max_kv = static_cast<int>(s.max_kv);
+  kp.block = static_cast<int>(s.block);
+  kp.scale_log2 = scale * kLog2e;
+
+  check_cuda(cudaSetDevice(in.q.device_index), "cudaSetDevice");
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  if (in.q.dtype == DType::bf16)
+    launch_for_dim<__nv_bfloat16>(kp, s, stream);
+  else
+    launch_for_dim<__half>(kp, s, stream);
+}
+
+}  // namespace vsa::cuda

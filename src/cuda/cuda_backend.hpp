@@ -1,0 +1,27 @@
+// CUDA backend entry points, callable from host-only code. When the library
+// is built without CUDA, cuda_absent.cpp provides versions that say so.
+#pragma once
+
+#include <string>
+
+#include "vsa/attention.hpp"
+
+namespace vsa::cuda {
+
+bool compiled();
+std::string archs();  // e.g. "80;89;90;100a;103a;120" as built
+
+// Compute capability of a device as major*10+minor (cached per device; no sync).
+int device_arch(int device_index);
+
+// Static support facts for CUDA tensors (arch, dtype, alignment).
+Support supported(const AttentionInputs& in, const ProblemShape& s);
+
+void forward(const ForwardParams& p, const ProblemShape& s, float scale);
+
+void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num,
+                  void* stream);
+void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,
+                    const TensorRef& k2q_idx, const TensorRef& k2q_num, void* stream);
+
+}  // namespace vsa::cuda

@@ -1,0 +1,57 @@
+// Epilogue of the portable forward kernel: normalize O by the row sums, write
+// it through shared memory as 16-byte coalesced stores, and write the base-2
+// LSE. Rows that saw no key get O = 0 and lse = kEmptyRowLse.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/numeric.cuh"
+#include "cuda/sm80/fwd_consumer.cuh"
+#include "vsa/attention.hpp"
+
+namespace vsa::cuda::sm80 {
+
+// `stage` is the CTA's Q tile in shared memory: each warp only ever read its
+// own 16 rows of it, so each warp may reuse those rows without a CTA barrier.
+template <class Elem, int kHeadDim>
+__device__ void write_output(const FwdConsumer<Elem, kHeadDim>& c, Elem* stage, Elem* out_rows,
+                             std::int64_t out_row_stride, float* lse_rows) {
+  using Consumer = FwdConsumer<Elem, kHeadDim>;
+  using Tile = typename Consumer::Tile;
+  const int lane = c.lane();
+  const int row0 = c.warp_row0();
+  float inv_sum[2], lse[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = c.row_sum(r);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv_sum[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    lse[r] = sum > 0.0f ? c.row_max(r) + log2f(sum) : kEmptyRowLse;
+  }
+
+#pragma unroll
+  for (int t = 0; t < Consumer::kDimTiles; ++t) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + lane / 4 + 8 * r;
+      const int col = 2 * (lane % 4);
+      *reinterpret_cast<std::uint32_t*>(stage + Tile::offset(row, t) + col) =
+          ElemTraits<Elem>::pack(c.o()[t][2 * r] * inv_sum[r], c.o()[t][2 * r + 1] * inv_sum[r]);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * Tile::kChunks; i += 32) {
+    const int row = row0 + i / Tile::kChunks;
+    const int chunk = i % Tile::kChunks;
+    *reinterpret_cast<uint4*>(out_rows + row * out_row_stride + chunk * 8) =
+        *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk));
+  }
+  if (lse_rows != nullptr && lane % 4 == 0) {
+    lse_rows[row0 + lane / 4] = lse[0];
+    lse_rows[row0 + lane / 4 + 8] = lse[1];
+  }
+}
+
+}  // namespace vsa::cuda::sm80

@@ -1,0 +1,69 @@
+// Tile scheduler of the portable forward kernel: which 64 query rows a CTA
+// owns, and the sequence of 64-key tiles it visits — the listed KV blocks in
+// list order, each split into blk/64 tiles.
+//
+// Lookups are split so the kernel can issue them a tile ahead with no branch
+// on their result: block_of() is one load of the list, valid_keys() one load
+// of vbs. Only the first num_tiles() tiles are ever looked up, so list
+// padding past the count is never read.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm80/fwd_params.hpp"
+
+namespace vsa::cuda::sm80 {
+
+constexpr int kTileRows = 64;  // query rows per CTA and keys per KV tile
+
+__device__ __forceinline__ std::int64_t load_meta(const void* p, bool is_64, std::int64_t i) {
+  return is_64 ? __ldg(static_cast<const long long*>(p) + i)
+               : static_cast<std::int64_t>(__ldg(static_cast<const int*>(p) + i));
+}
+
+class FwdScheduler {
+ public:
+  __device__ explicit FwdScheduler(const FwdKernelParams& p)
+      : p_(p),
+        batch_(static_cast<int>(blockIdx.z)),
+        head_(static_cast<int>(blockIdx.y)),
+        q_tile_(static_cast<int>(blockIdx.x)),
+        tiles_per_block_(p.block / kTileRows) {
+    const int q_block = q_tile_ / tiles_per_block_;
+    const std::int64_t row =
+        (static_cast<std::int64_t>(batch_) * p.heads + head_) * p.num_q_blocks + q_block;
+    list_ = row * p.max_kv;
+    num_tiles_ = static_cast<int>(load_meta(p.q2k_num, p.num_is_64, row)) * tiles_per_block_;
+  }
+
+  __device__ int batch() const { return batch_; }
+  __device__ int head() const { return head_; }
+  __device__ int kv_head() const { return head_ / p_.kv_group; }
+  __device__ std::int64_t first_query_row() const {
+    return static_cast<std::int64_t>(q_tile_) * kTileRows;
+  }
+  __device__ int num_tiles() const { return num_tiles_; }
+
+  // KV block id of tile `index`; 0 (never used) past the end of the list.
+  __device__ std::int64_t block_of(int index) const {
+    return index < num_tiles_ ? load_meta(p_.q2k_idx, p_.idx_is_64, list_ + index / tiles_per_block_) : 0;
+  }
+  // First key token of tile `index` of block `block`.
+  __device__ std::int64_t first_key(int index, std::int64_t block) const {
+    return block * p_.block + (index % tiles_per_block_) * kTileRows;
+  }
+  // Keys [0, result) of the tile are real; <= 0 means none (skip the tile).
+  __device__ int valid_keys(int index, std::int64_t block) const {
+    const int valid = static_cast<int>(load_meta(p_.vbs, p_.vbs_is_64, block)) -
+                      (index % tiles_per_block_) * kTileRows;
+    return valid < kTileRows ? valid : kTileRows;
+  }
+
+ private:
+  const FwdKernelParams& p_;
+  int batch_, head_, q_tile_, tiles_per_block_;
+  std::int64_t list_;
+  int num_tiles_;
+};
+
+}  // namespace vsa::cuda::sm80

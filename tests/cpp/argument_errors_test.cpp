@@ -1,0 +1,253 @@
+// Every class of bad input to forward/backward: a vsa::Error naming the
+// argument, and no output touched (outputs were poisoned before the call).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "support/attention_problem.hpp"
+
+namespace vsa::test {
+namespace {
+
+AttentionCase base_case() {
+  AttentionCase c;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.num_q_blocks = 4;
+  c.num_kv_blocks = 4;
+  c.max_kv = 3;
+  return c;
+}
+
+template <class Call>
+void expect_error(Call&& call, const std::string& argument, ErrorKind kind) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one about '" << argument << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), argument) << e.what();
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'" + argument + "'"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.expected().empty());
+    EXPECT_FALSE(e.got().empty());
+  }
+}
+
+using ForwardEdit = std::function<void(ForwardParams&, AttentionProblem&)>;
+
+void expect_forward_rejects(const std::string& argument, const ForwardEdit& edit,
+                            ErrorKind kind = ErrorKind::invalid_argument) {
+  SCOPED_TRACE("argument " + argument);
+  AttentionProblem problem(base_case(), next_seed());
+  ForwardParams p = problem.forward_params();
+  edit(p, problem);
+  expect_error([&] { vsa::forward(p); }, argument, kind);
+  EXPECT_TRUE(problem.out.untouched()) << "out written by a failed call";
+  EXPECT_TRUE(problem.lse.untouched()) << "lse written by a failed call";
+}
+
+using BackwardEdit = std::function<void(BackwardParams&, AttentionProblem&)>;
+
+void expect_backward_rejects(const std::string& argument, const BackwardEdit& edit,
+                             ErrorKind kind = ErrorKind::invalid_argument) {
+  SCOPED_TRACE("argument " + argument);
+  AttentionProblem problem(base_case(), next_seed());
+  BackwardParams p = problem.backward_params();
+  edit(p, problem);
+  expect_error([&] { vsa::backward(p); }, argument, kind);
+  EXPECT_TRUE(problem.dq.untouched()) << "dq written by a failed call";
+  EXPECT_TRUE(problem.dk.untouched()) << "dk written by a failed call";
+  EXPECT_TRUE(problem.dv.untouched()) << "dv written by a failed call";
+}
+
+// Shrinking extents keeps every view inside its buffer, so a missing check
+// shows up as a failed expectation rather than an out-of-bounds access.
+TEST(ForwardRejects, WrongRank) {
+  expect_forward_rejects("q", [](ForwardParams& p, AttentionProblem&) { p.in.q.rank = 3; });
+  expect_forward_rejects("q2k_num", [](ForwardParams& p, AttentionProblem&) { p.in.q2k_num.rank = 2; });
+  expect_forward_rejects("variable_block_sizes",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.variable_block_sizes.rank = 2; });
+}
+
+TEST(ForwardRejects, MismatchedShapes) {
+  expect_forward_rejects("v.shape", [](ForwardParams& p, AttentionProblem&) { p.in.v.shape[2] -= 64; });
+  expect_forward_rejects("out.shape", [](ForwardParams& p, AttentionProblem&) { p.out.shape[1] -= 1; });
+  expect_forward_rejects("lse.shape", [](ForwardParams& p, AttentionProblem&) { p.lse.shape[2] -= 1; });
+  expect_forward_rejects("q2k_num.shape",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.q2k_num.shape[2] -= 1; });
+  expect_forward_rejects("q2k_idx.shape",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.shape[0] -= 1; });
+  expect_forward_rejects("k.shape", [](ForwardParams& p, AttentionProblem&) {  // batch
+    p.in.k.shape[0] = 1;
+    p.in.v.shape[0] = 1;
+  });
+  expect_forward_rejects("k.shape", [](ForwardParams& p, AttentionProblem&) {  // head dim 64 vs 128
+    p.in.q.shape[3] = 128;
+    p.in.q.shape[2] /= 2;
+    p.out.shape[3] = 128;
+    p.out.shape[2] /= 2;
+  });
+}
+
+TEST(ForwardRejects, SequenceNotAMultipleOfTheBlock) {
+  expect_forward_rejects("q.shape", [](ForwardParams& p, AttentionProblem&) {
+    p.in.q.shape[2] -= 1;
+    p.out.shape[2] -= 1;
+  });
+  expect_forward_rejects("variable_block_sizes.shape", [](ForwardParams& p, AttentionProblem&) {
+    p.in.k.shape[2] -= 1;
+    p.in.v.shape[2] -= 1;
+  });
+}
+
+TEST(ForwardRejects, NumKvBlocksInconsistentWithVbsLength) {
+  // Skv = 256: 3 entries do not divide it; 2 entries mean blk 128, and the
+  // lists (made for 4 query blocks of 64) no longer match.
+  expect_forward_rejects("variable_block_sizes.shape",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.variable_block_sizes.shape[0] = 3; });
+  expect_forward_rejects("q2k_idx.shape",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.variable_block_sizes.shape[0] = 2; });
+}
+
+TEST(ForwardRejects, UnsupportedDtypeHeadDimAndBlock) {
+  expect_forward_rejects(
+      "q.dtype", [](ForwardParams& p, AttentionProblem&) { p.in.q.dtype = DType::i32; },
+      ErrorKind::unsupported);
+  expect_forward_rejects(
+      "q.shape",
+      [](ForwardParams& p, AttentionProblem&) {
+        for (TensorRef* t : {&p.in.q, &p.in.k, &p.in.v, &p.out}) t->shape[3] = 32;
+      },
+      ErrorKind::unsupported);
+  expect_forward_rejects(
+      "variable_block_sizes.shape",
+      [](ForwardParams& p, AttentionProblem&) {
+        p.in.variable_block_sizes.shape[0] = 8;  // Skv / NK = 32
+      },
+      ErrorKind::unsupported);
+}
+
+TEST(ForwardRejects, MaxKvBelowOne) {
+  expect_forward_rejects("q2k_idx.shape",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.shape[3] = 0; });
+}
+
+TEST(ForwardRejects, CountsOutOfRange) {
+  expect_forward_rejects("q2k_num", [](ForwardParams&, AttentionProblem& pr) { pr.q2k_num.set_int(5, 4); });
+  expect_forward_rejects("q2k_num", [](ForwardParams&, AttentionProblem& pr) { pr.q2k_num.set_int(7, -1); });
+}
+
+TEST(ForwardRejects, VbsOutOfRange) {
+  expect_forward_rejects("variable_block_sizes",
+                         [](ForwardParams&, AttentionProblem& pr) { pr.set_vbs(2, 65); });
+  expect_forward_rejects("variable_block_sizes",
+                         [](ForwardParams&, AttentionProblem& pr) { pr.set_vbs(0, -1); });
+}
+
+TEST(ForwardRejects, IndicesOutOfRangeBeforeTheCount) {
+  expect_forward_rejects("q2k_idx", [](ForwardParams&, AttentionProblem& pr) {
+    pr.set_list(1, 3, 2, {0, 4});
+  });
+  expect_forward_rejects("q2k_idx", [](ForwardParams&, AttentionProblem& pr) { pr.set_list(0, 1, 0, {-1}); });
+}
+
+TEST(ForwardRejects, NullPointers) {
+  const ForwardEdit edits[] = {
+      [](ForwardParams& p, AttentionProblem&) { p.in.q.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.in.k.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.in.v.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.in.q2k_num.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.in.variable_block_sizes.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.out.data = nullptr; },
+      [](ForwardParams& p, AttentionProblem&) { p.lse.data = nullptr; },
+  };
+  const char* names[] = {"q", "k", "v", "q2k_idx", "q2k_num", "variable_block_sizes", "out", "lse"};
+  for (std::size_t n = 0; n < std::size(edits); ++n) expect_forward_rejects(names[n], edits[n]);
+}
+
+TEST(ForwardRejects, NonUnitHeadDimStride) {
+  expect_forward_rejects("q.stride", [](ForwardParams& p, AttentionProblem&) {
+    p.in.q.stride[3] = 2;
+    p.in.q.shape[2] /= 2;  // keep the view inside its buffer
+  });
+  expect_forward_rejects("out.stride", [](ForwardParams& p, AttentionProblem&) { p.out.stride[3] = 2; });
+}
+
+TEST(ForwardRejects, NonContiguousMetadata) {
+  // One id per row while the rows stay max_kv = 3 apart.
+  expect_forward_rejects("q2k_idx.stride",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.shape[3] = 1; });
+}
+
+TEST(ForwardRejects, DtypeMismatches) {
+  expect_forward_rejects("v.dtype", [](ForwardParams& p, AttentionProblem&) { p.in.v.dtype = DType::bf16; });
+  expect_forward_rejects("k.dtype", [](ForwardParams& p, AttentionProblem&) { p.in.k.dtype = DType::f16; });
+  expect_forward_rejects("out.dtype", [](ForwardParams& p, AttentionProblem&) { p.out.dtype = DType::bf16; });
+  expect_forward_rejects("lse.dtype", [](ForwardParams& p, AttentionProblem&) { p.lse.dtype = DType::bf16; });
+  expect_forward_rejects("q2k_idx.dtype",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.dtype = DType::f32; });
+  expect_forward_rejects("variable_block_sizes.dtype", [](ForwardParams& p, AttentionProblem&) {
+    p.in.variable_block_sizes.dtype = DType::boolean;
+  });
+}
+
+TEST(ForwardRejects, HeadsNotAMultipleOfKvHeads) {
+  expect_forward_rejects("k.shape", [](ForwardParams& p, AttentionProblem&) {
+    p.in.q.shape[1] = 3;
+    p.out.shape[1] = 3;
+  });
+}
+
+TEST(ForwardRejects, DeviceMismatch) {
+  expect_forward_rejects("k.device",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.k.device = Device::cuda; });
+  expect_forward_rejects("out.device",
+                         [](ForwardParams& p, AttentionProblem&) { p.out.device = Device::cuda; });
+  expect_forward_rejects("q2k_num.device",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.q2k_num.device_index = 1; });
+}
+
+TEST(ForwardRejects, BadLayoutAndScale) {
+  expect_forward_rejects("layout",
+                         [](ForwardParams& p, AttentionProblem&) { p.in.layout = static_cast<Layout>(7); });
+  expect_forward_rejects("scale", [](ForwardParams& p, AttentionProblem&) { p.in.scale = NAN; });
+}
+
+TEST(BackwardRejects, MissingOrMisshapenTensors) {
+  expect_backward_rejects("dout", [](BackwardParams& p, AttentionProblem&) { p.dout.data = nullptr; });
+  expect_backward_rejects("lse", [](BackwardParams& p, AttentionProblem&) { p.lse.data = nullptr; });
+  expect_backward_rejects("dq.shape", [](BackwardParams& p, AttentionProblem&) { p.dq.shape[2] -= 64; });
+  expect_backward_rejects("dk.shape", [](BackwardParams& p, AttentionProblem&) { p.dk.shape[1] = 1; });
+  expect_backward_rejects("dv.dtype", [](BackwardParams& p, AttentionProblem&) { p.dv.dtype = DType::f16; });
+  expect_backward_rejects("dv.stride", [](BackwardParams& p, AttentionProblem&) { p.dv.stride[3] = 2; });
+  expect_backward_rejects("dq.device",
+                          [](BackwardParams& p, AttentionProblem&) { p.dq.device = Device::cuda; });
+  expect_backward_rejects("q", [](BackwardParams& p, AttentionProblem&) { p.in.q.rank = 2; });
+}
+
+TEST(BackwardRejects, BadMetadataValues) {
+  expect_backward_rejects("q2k_num", [](BackwardParams&, AttentionProblem& pr) { pr.q2k_num.set_int(0, 9); });
+  expect_backward_rejects("q2k_idx", [](BackwardParams&, AttentionProblem& pr) {
+    pr.set_list(1, 0, 3, {2, 17});
+  });
+  expect_backward_rejects("variable_block_sizes",
+                          [](BackwardParams&, AttentionProblem& pr) { pr.set_vbs(3, 100); });
+}
+
+TEST(BackwardRejects, HalfGivenInvertedLists) {
+  HostTensor k2q_idx(DType::i32, {2, 4, 4, 4});
+  expect_backward_rejects("k2q_num",
+                          [&](BackwardParams& p, AttentionProblem&) { p.k2q_idx = k2q_idx.ref(); });
+  HostTensor k2q_num(DType::i32, {2, 4, 3});  // NK is 4
+  expect_backward_rejects("k2q_num.shape", [&](BackwardParams& p, AttentionProblem&) {
+    p.k2q_idx = k2q_idx.ref();
+    p.k2q_num = k2q_num.ref();
+  });
+}
+
+}  // namespace
+}  // namespace vsa::test

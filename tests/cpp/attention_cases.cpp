@@ -1,0 +1,92 @@
+#include "attention_cases.hpp"
+
+namespace vsa::test {
+
+std::vector<AttentionCase> attention_cases() {
+  std::vector<AttentionCase> cases;
+  auto add = [&](const char* name, auto&& edit) {
+    AttentionCase c;
+    c.name = name;
+    edit(c);
+    cases.push_back(c);
+  };
+  add("f32_bhsd", [](AttentionCase&) {});
+  add("f32_bshd_d128", [](AttentionCase& c) {
+    c.layout = Layout::bshd;
+    c.head_dim = 128;
+  });
+  add("f32_blk128", [](AttentionCase& c) {
+    c.block = 128;
+    c.num_q_blocks = 2;
+    c.num_kv_blocks = 4;
+  });
+  add("bf16_bhsd", [](AttentionCase& c) { c.dtype = DType::bf16; });
+  add("f16_bshd", [](AttentionCase& c) {
+    c.dtype = DType::f16;
+    c.layout = Layout::bshd;
+  });
+  add("bf16_d128_blk128", [](AttentionCase& c) {
+    c.dtype = DType::bf16;
+    c.head_dim = 128;
+    c.block = 128;
+    c.num_q_blocks = 2;
+  });
+  add("f16_d128_bhsd", [](AttentionCase& c) {
+    c.dtype = DType::f16;
+    c.head_dim = 128;
+  });
+  add("gqa_4_to_2", [](AttentionCase& c) {
+    c.heads = 4;
+    c.kv_heads = 2;
+  });
+  add("gqa_3_to_1_bf16_bshd", [](AttentionCase& c) {
+    c.heads = 3;
+    c.kv_heads = 1;
+    c.dtype = DType::bf16;
+    c.layout = Layout::bshd;
+  });
+  add("batch2", [](AttentionCase& c) { c.batch = 2; });
+  add("cross_more_q_blocks", [](AttentionCase& c) {  // odd NQ, NQ != NK
+    c.num_q_blocks = 5;
+    c.num_kv_blocks = 2;
+    c.max_kv = 2;
+  });
+  add("cross_more_kv_blocks", [](AttentionCase& c) {
+    c.num_q_blocks = 1;
+    c.num_kv_blocks = 7;
+    c.max_kv = 5;
+  });
+  add("int64_metadata", [](AttentionCase& c) {
+    c.idx_dtype = DType::i64;
+    c.num_dtype = DType::i64;
+    c.vbs_dtype = DType::i64;
+  });
+  add("mixed_int_metadata", [](AttentionCase& c) {
+    c.idx_dtype = DType::i64;
+    c.vbs_dtype = DType::i64;
+  });
+  add("duplicates", [](AttentionCase& c) {
+    c.duplicates = true;
+    c.max_kv = 6;
+  });
+  add("bshd_padded_view_f32", [](AttentionCase& c) {
+    c.layout = Layout::bshd;
+    c.padded_rows = true;
+  });
+  add("bshd_padded_view_bf16_gqa", [](AttentionCase& c) {
+    c.layout = Layout::bshd;
+    c.padded_rows = true;
+    c.dtype = DType::bf16;
+    c.heads = 4;
+    c.kv_heads = 2;
+  });
+  add("bhsd_padded_view", [](AttentionCase& c) { c.padded_rows = true; });
+  add("custom_scale", [](AttentionCase& c) { c.scale = 0.31f; });
+  add("wide_lists", [](AttentionCase& c) {  // capacity larger than NK: counts up to NK
+    c.max_kv = 9;
+    c.batch = 2;
+  });
+  return cases;
+}
+
+}  // namespace vsa::test

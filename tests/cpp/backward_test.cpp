@@ -1,0 +1,64 @@
+// vsa::backward on the CPU against the analytic float64 gradient of the
+// dense reference.
+#include <gtest/gtest.h>
+
+#include "attention_cases.hpp"
+
+namespace vsa::test {
+namespace {
+
+class BackwardMatchesReference : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(BackwardMatchesReference, DqDkDv) {
+  const std::uint64_t seed = next_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  AttentionProblem problem(GetParam(), seed);
+  vsa::backward(problem.backward_params());
+  problem.expect_backward_matches();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BackwardMatchesReference, ::testing::ValuesIn(attention_cases()), case_name);
+
+TEST(Backward, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
+  AttentionCase c;
+  c.num_q_blocks = 3;
+  c.num_kv_blocks = 4;
+  AttentionProblem problem(c, next_seed());
+  problem.set_vbs(1, 0);
+  problem.set_vbs(3, 64);  // real keys, so only being unlisted makes its gradient zero
+  for (std::int64_t h = 0; h < 2; ++h) {
+    problem.set_list(0, h, 0, {});      // count 0
+    problem.set_list(0, h, 1, {1});     // only a zero-size block
+    problem.set_list(0, h, 2, {2, 0});  // nobody lists block 3
+  }
+  vsa::backward(problem.backward_params());
+  problem.expect_backward_matches();
+  auto all_zero = [](const HostTensor& t, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t e = begin; e < end; ++e)
+      if (t.get(e) != 0.0) return false;
+    return true;
+  };
+  const std::int64_t block_elems = 64 * 64;  // bhsd, head 0 first
+  EXPECT_TRUE(all_zero(problem.dq, 0, 2 * block_elems)) << "dq of rows with nothing to attend";
+  EXPECT_FALSE(all_zero(problem.dq, 2 * block_elems, 3 * block_elems));
+  EXPECT_TRUE(all_zero(problem.dk, 1 * block_elems, 2 * block_elems)) << "dk of a zero-size block";
+  EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
+}
+
+TEST(Backward, IgnoresTheOptionalInvertedLists) {
+  // The CPU backend derives its own KV->Q lists; given (even unhelpful)
+  // k2q tensors of the right shape, the result is the same.
+  AttentionCase c;
+  AttentionProblem problem(c, next_seed());
+  BackwardParams p = problem.backward_params();
+  HostTensor k2q_idx(DType::i32, {1, 2, 4, 3}), k2q_num(DType::i32, {1, 2, 4});
+  k2q_idx.poison();
+  k2q_num.poison();
+  p.k2q_idx = k2q_idx.ref();
+  p.k2q_num = k2q_num.ref();
+  vsa::backward(p);
+  problem.expect_backward_matches();
+}
+
+}  // namespace
+}  // namespace vsa::test

@@ -1,0 +1,75 @@
+// A random block-sparse attention problem on the host: inputs, metadata,
+// poisoned outputs, and checks of the library's results against the float64
+// reference.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/host_tensor.hpp"
+#include "support/reference_attention.hpp"
+
+namespace vsa::test {
+
+struct AttentionCase {
+  std::string name = "default";
+  std::int64_t batch = 1, heads = 2, kv_heads = 2;
+  std::int64_t num_q_blocks = 3, num_kv_blocks = 4, block = 64, head_dim = 64;
+  std::int64_t max_kv = 3;
+  DType dtype = DType::f32;
+  DType idx_dtype = DType::i32, num_dtype = DType::i32, vbs_dtype = DType::i32;
+  Layout layout = Layout::bhsd;
+  bool padded_rows = false;  // q/k/v/outputs as non-contiguous views with gaps between rows
+  bool duplicates = false;   // lists may name a block more than once
+  float scale = 0.0f;        // 0: the default 1/sqrt(D)
+
+  std::int64_t seq_q() const { return num_q_blocks * block; }
+  std::int64_t seq_kv() const { return num_kv_blocks * block; }
+};
+
+// Relative Frobenius tolerance of DESIGN.md §4 for the case's input dtype.
+double tolerance(DType dtype);
+
+class AttentionProblem {
+ public:
+  // Random inputs and metadata: list lengths uniform in [0, max_kv] (so some
+  // rows are empty and lengths differ), ids unsorted, padding past the count
+  // filled with -1 and out-of-range garbage; vbs mixes full, partial and zero
+  // blocks.
+  AttentionProblem(const AttentionCase& c, std::uint64_t seed);
+
+  // Replace the list of query block i of (b, h), padding the rest with -1.
+  void set_list(std::int64_t b, std::int64_t h, std::int64_t i, const std::vector<std::int64_t>& blocks);
+  void set_vbs(std::int64_t block, std::int64_t valid);
+
+  AttentionInputs inputs() const;
+  // Outputs are poisoned by these; the params point at them.
+  ForwardParams forward_params(bool need_lse = true);
+  // dout random; out and lse taken from the reference forward (rounded to
+  // the dtype), so the backward is checked independently of the forward.
+  BackwardParams backward_params();
+
+  ReferenceProblem reference() const;
+  // Logical [B, H, S, D] values of a q/k/v-shaped tensor in either layout.
+  std::vector<double> bhsd_values(const HostTensor& t) const;
+
+  // Compare the results of the last forward/backward call to the reference
+  // (gtest expectations inside).
+  void expect_forward_matches(bool need_lse = true) const;
+  void expect_backward_matches() const;
+
+  const AttentionCase& spec() const { return case_; }
+
+  HostTensor q, k, v, q2k_idx, q2k_num, vbs;
+  HostTensor out, lse, dout, dq, dk, dv;
+
+ private:
+  HostTensor sequence_tensor(std::int64_t heads, std::int64_t seq) const;
+
+  AttentionCase case_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace vsa::test

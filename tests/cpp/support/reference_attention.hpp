@@ -1,0 +1,32 @@
+// Float64 dense reference for block-sparse attention: the block lists are
+// expanded to a token-level multiplicity mask (a block listed twice weighs its
+// keys twice) and attention is computed densely with that mask.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace vsa::test {
+
+struct ReferenceProblem {
+  std::int64_t batch, heads, kv_heads, seq_q, seq_kv, head_dim, block, max_kv;
+  double scale;
+  std::vector<double> q, k, v;  // [B, H, Sq, D] and [B, Hkv, Skv, D]
+  std::vector<std::int64_t> q2k_idx, q2k_num, vbs;
+};
+
+struct ReferenceForward {
+  std::vector<double> out;      // [B, H, Sq, D]
+  std::vector<double> lse;      // [B, H, Sq], base 2; meaningless where empty
+  std::vector<bool> empty_row;  // [B, H, Sq]: nothing to attend
+};
+
+struct ReferenceGradients {
+  std::vector<double> dq, dk, dv;
+};
+
+ReferenceForward reference_forward(const ReferenceProblem& p);
+// The analytic gradient of reference_forward for the upstream gradient dout.
+ReferenceGradients reference_backward(const ReferenceProblem& p, const std::vector<double>& dout);
+
+}  // namespace vsa::test
