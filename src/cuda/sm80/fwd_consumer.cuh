@@ -67,6 +67,8 @@ class FwdConsumer {
   // partial row sums are rescaled when the max grows. Every tile has key 0
   // valid, so the running max is finite after the first tile (no inf − inf).
   __device__ void softmax(Scores& s, float scale_log2) {
+    float new_max[2];
+    bool grew = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
@@ -75,26 +77,38 @@ class FwdConsumer {
         tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max_[r], tile_max * scale_log2);
-      const float correction = ptx::exp2_fast(row_max_[r] - new_max);
-      row_max_[r] = new_max;
+      new_max[r] = fmaxf(row_max_[r], tile_max * scale_log2);
+      grew |= new_max[r] != row_max_[r];
+    }
+    // Past the first few tiles the running max rarely grows: when it grows on
+    // no row of the warp, the rescale (a multiply per O accumulator) is skipped.
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float correction = ptx::exp2_fast(row_max_[r] - new_max[r]);
+        row_sum_[r] *= correction;
+#pragma unroll
+        for (int t = 0; t < kDimTiles; ++t) {
+          o_[t][2 * r] *= correction;
+          o_[t][2 * r + 1] *= correction;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max_[r] = new_max[r];
+      // Row sums stay per-lane partials until the epilogue: the correction
+      // factor is the same on the four lanes of a row, so partials scale alike.
       float sum = 0.0f;
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) {
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[t][e] = ptx::exp2_fast(fmaf(s[t][e], scale_log2, -new_max));
+          s[t][e] = ptx::exp2_fast(fmaf(s[t][e], scale_log2, -new_max[r]));
           sum += s[t][e];
         }
       }
-      // Row sums stay per-lane partials until the epilogue: the correction
-      // factor is the same on the four lanes of a row, so partials scale alike.
-      row_sum_[r] = row_sum_[r] * correction + sum;
-#pragma unroll
-      for (int t = 0; t < kDimTiles; ++t) {
-        o_[t][2 * r] *= correction;
-        o_[t][2 * r + 1] *= correction;
-      }
+      row_sum_[r] += sum;
     }
   }
 

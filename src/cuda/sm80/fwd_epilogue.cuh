@@ -11,8 +11,8 @@
 
 namespace vsa::cuda::sm80 {
 
-// `stage` is the CTA's Q tile in shared memory: each warp only ever read its
-// own 16 rows of it, so each warp may reuse those rows without a CTA barrier.
+// `stage` is a free 64-row tile of shared memory (the KV loop has ended with a
+// barrier); each warp stages its own 16 rows there, so no CTA barrier is needed.
 template <class Elem, int kHeadDim>
 __device__ void write_output(const FwdConsumer<Elem, kHeadDim>& c, Elem* stage, Elem* out_rows,
                              std::int64_t out_row_stride, float* lse_rows) {

@@ -4,6 +4,11 @@
 // Pipeline: two shared-memory stages of (K, V). While tile t is consumed from
 // one stage, the copy of the next listed tile into the other stage is in
 // flight, so a whole iteration hides the L2/HBM latency of the next tile.
+//
+// Occupancy: Q passes through stage 1 on its way into registers, and O leaves
+// through stage 0, so a CTA needs only the two stages of shared memory (64 KB
+// at D = 128); with registers capped to match, 3 CTAs (D = 128) or 4 (D = 64)
+// share an SM, so one CTA's softmax overlaps another's matrix products.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +23,12 @@ constexpr int kKvStages = 2;
 
 template <class Elem, int kHeadDim>
 constexpr int fwd_smem_bytes() {
-  return (1 + 2 * kKvStages) * SmemTile<Elem, kHeadDim>::kElems * static_cast<int>(sizeof(Elem));
+  return 2 * kKvStages * SmemTile<Elem, kHeadDim>::kElems * static_cast<int>(sizeof(Elem));
+}
+
+template <int kHeadDim>
+constexpr int fwd_ctas_per_sm() {
+  return kHeadDim == 128 ? 3 : 4;
 }
 
 // Issues the copies of the K and V rows of one KV tile into a stage.
@@ -32,12 +42,13 @@ __device__ __forceinline__ void load_kv_stage(Elem* stage, const Elem* k, const 
 }
 
 template <class Elem, int kHeadDim>
-__global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const __grid_constant__ FwdKernelParams p) {
+__global__ void __launch_bounds__(kFwdThreads, fwd_ctas_per_sm<kHeadDim>()) fwd_kernel(const __grid_constant__ FwdKernelParams p) {
   using Tile = SmemTile<Elem, kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
-  // [Q][K0 V0][K1 V1]: stage s holds K at its start and V right after.
-  Elem* sq = reinterpret_cast<Elem*>(smem);
-  const auto stage_base = [&](int stage) { return sq + (1 + 2 * stage) * Tile::kElems; };
+  // [K0 V0][K1 V1]: stage s holds K at its start and V right after.
+  Elem* const stages = reinterpret_cast<Elem*>(smem);
+  const auto stage_base = [&](int stage) { return stages + 2 * stage * Tile::kElems; };
+  Elem* const sq = stage_base(1);  // until Q is in registers
 
   const FwdScheduler sched(p);
   const std::int64_t q_row0 = sched.first_query_row();
@@ -60,6 +71,7 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const __grid_constant_
 
   FwdConsumer<Elem, kHeadDim> consumer(static_cast<int>(threadIdx.x) / 32);
   consumer.load_q(sq);
+  __syncthreads();  // Q's shared copy is dead: stage 1 may now be overwritten
 
   for (int t = 0, stage = 0; t < num_tiles; ++t, stage ^= 1) {
     // The other stage was released by the barrier that ended the last iteration.
@@ -90,7 +102,7 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const __grid_constant_
                    ? nullptr
                    : p.lse + (static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head()) *
                                      (static_cast<std::int64_t>(p.num_q_blocks) * p.block) + q_row0;
-  write_output(consumer, sq, out, p.out_stride.seq, lse);
+  write_output(consumer, stage_base(0), out, p.out_stride.seq, lse);
 }
 
 template <class Elem, int kHeadDim>

@@ -26,18 +26,22 @@ struct SmemTile {
 // All threads of the CTA issue the copy of rows [0, 64) starting at `src`,
 // consecutive rows `row_stride` elements apart; consecutive threads take
 // consecutive chunks of a row, so each row is one coalesced 128/256-byte read.
+// A thread keeps one chunk column and steps down the rows, so its addresses
+// advance by constants: one base address, then adds.
 template <class Elem, int kHeadDim, int kThreads>
 __device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std::int64_t row_stride) {
   using Tile = SmemTile<Elem, kHeadDim>;
-  constexpr int kCopies = kTileRows * Tile::kChunks / kThreads;
-  static_assert(kTileRows * Tile::kChunks % kThreads == 0, "tile copies must divide evenly");
+  constexpr int kRowsPerPass = kThreads / Tile::kChunks;
+  static_assert(kThreads % Tile::kChunks == 0 && kTileRows % kRowsPerPass == 0 && kRowsPerPass % 8 == 0,
+                "each pass covers whole rows, and rows a pass apart share their swizzle");
+  const int row = static_cast<int>(threadIdx.x) / Tile::kChunks;
+  const int chunk = static_cast<int>(threadIdx.x) % Tile::kChunks;
+  const std::uint32_t dst0 = ptx::smem_addr(dst + Tile::offset(row, chunk));
+  const Elem* src0 = src + row * row_stride + chunk * 8;
 #pragma unroll
-  for (int i = 0; i < kCopies; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int row = c / Tile::kChunks;
-    const int chunk = c % Tile::kChunks;
-    ptx::cp_async_16(ptx::smem_addr(dst + Tile::offset(row, chunk)), src + row * row_stride + chunk * 8);
-  }
+  for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
+    ptx::cp_async_16(dst0 + pass * kRowsPerPass * kHeadDim * static_cast<std::uint32_t>(sizeof(Elem)),
+                     src0 + pass * kRowsPerPass * row_stride);
 }
 
 }  // namespace vsa::cuda::sm80

@@ -28,12 +28,12 @@ class FwdScheduler {
         batch_(static_cast<int>(blockIdx.z)),
         head_(static_cast<int>(blockIdx.y)),
         q_tile_(static_cast<int>(blockIdx.x)),
-        tiles_per_block_(p.block / kTileRows) {
-    const int q_block = q_tile_ / tiles_per_block_;
+        tile_shift_(p.block == 2 * kTileRows ? 1 : 0) {
+    const int q_block = q_tile_ >> tile_shift_;
     const std::int64_t row =
         (static_cast<std::int64_t>(batch_) * p.heads + head_) * p.num_q_blocks + q_block;
     list_ = row * p.max_kv;
-    num_tiles_ = static_cast<int>(load_meta(p.q2k_num, p.num_is_64, row)) * tiles_per_block_;
+    num_tiles_ = static_cast<int>(load_meta(p.q2k_num, p.num_is_64, row)) << tile_shift_;
   }
 
   __device__ int batch() const { return batch_; }
@@ -46,22 +46,23 @@ class FwdScheduler {
 
   // KV block id of tile `index`; 0 (never used) past the end of the list.
   __device__ std::int64_t block_of(int index) const {
-    return index < num_tiles_ ? load_meta(p_.q2k_idx, p_.idx_is_64, list_ + index / tiles_per_block_) : 0;
+    return index < num_tiles_ ? load_meta(p_.q2k_idx, p_.idx_is_64, list_ + (index >> tile_shift_)) : 0;
   }
   // First key token of tile `index` of block `block`.
   __device__ std::int64_t first_key(int index, std::int64_t block) const {
-    return block * p_.block + (index % tiles_per_block_) * kTileRows;
+    return block * p_.block + (index & ((1 << tile_shift_) - 1)) * kTileRows;
   }
   // Keys [0, result) of the tile are real; <= 0 means none (skip the tile).
   __device__ int valid_keys(int index, std::int64_t block) const {
     const int valid = static_cast<int>(load_meta(p_.vbs, p_.vbs_is_64, block)) -
-                      (index % tiles_per_block_) * kTileRows;
+                      (index & ((1 << tile_shift_) - 1)) * kTileRows;
     return valid < kTileRows ? valid : kTileRows;
   }
 
  private:
   const FwdKernelParams& p_;
-  int batch_, head_, q_tile_, tiles_per_block_;
+  int batch_, head_, q_tile_;
+  int tile_shift_;  // log2(blk / 64): blocks of 64 or 128 keys
   std::int64_t list_;
   int num_tiles_;
 };
