@@ -1,6 +1,6 @@
 #include "vsa/tensor.hpp"
 
-#include <sstream>
+#include <string>
 
 namespace vsa {
 
@@ -63,12 +63,13 @@ bool TensorRef::is_contiguous() const {
   return true;
 }
 
+// Built with std::to_string, not iostreams: a Python extension linked with a
+// static libstdc++ (the GPU machine's toolchain) crashed in its first
+// ostringstream once numpy was loaded.
 std::string TensorRef::shape_string() const {
-  std::ostringstream os;
-  os << '[';
-  for (int i = 0; i < rank; ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 }  // namespace vsa
