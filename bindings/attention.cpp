@@ -1,0 +1,157 @@
+#include "attention.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "tensor_ref.hpp"
+#include "vsa/attention.hpp"
+#include "vsa/error.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace vsa::python {
+namespace {
+
+void* as_stream(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
+AttentionInputs attention_inputs(const InArray& q, const InArray& k, const InArray& v,
+                                 const InArray& q2k_idx, const InArray& q2k_num,
+                                 const InArray& variable_block_sizes, const std::string& layout,
+                                 float scale) {
+  AttentionInputs in;
+  in.q = to_tensor_ref(q, "q");
+  in.k = to_tensor_ref(k, "k");
+  in.v = to_tensor_ref(v, "v");
+  in.q2k_idx = to_tensor_ref(q2k_idx, "q2k_idx");
+  in.q2k_num = to_tensor_ref(q2k_num, "q2k_num");
+  in.variable_block_sizes = to_tensor_ref(variable_block_sizes, "variable_block_sizes");
+  in.layout = to_layout(layout);
+  in.scale = scale;
+  return in;
+}
+
+void run_forward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
+                 const InArray& q2k_num, const InArray& variable_block_sizes, const OutArray& out,
+                 const std::optional<OutArray>& lse, const std::string& layout, float scale,
+                 bool need_lse, std::uintptr_t stream) {
+  ForwardParams p;
+  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+  p.out = to_tensor_ref(out, "out");
+  p.lse = to_tensor_ref(lse, "lse");
+  p.need_lse = need_lse;
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  forward(p);
+}
+
+BackwardParams backward_params(const InArray& q, const InArray& k, const InArray& v,
+                               const InArray& q2k_idx, const InArray& q2k_num,
+                               const InArray& variable_block_sizes, const InArray& out,
+                               const InArray& lse, const InArray& dout,
+                               const std::optional<InArray>& k2q_idx,
+                               const std::optional<InArray>& k2q_num, const OutArray& dq,
+                               const OutArray& dk, const OutArray& dv,
+                               const std::string& layout, float scale) {
+  BackwardParams p;
+  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+  p.out = to_tensor_ref(out, "out");
+  p.lse = to_tensor_ref(lse, "lse");
+  p.dout = to_tensor_ref(dout, "dout");
+  p.k2q_idx = to_tensor_ref(k2q_idx, "k2q_idx");
+  p.k2q_num = to_tensor_ref(k2q_num, "k2q_num");
+  p.dq = to_tensor_ref(dq, "dq");
+  p.dk = to_tensor_ref(dk, "dk");
+  p.dv = to_tensor_ref(dv, "dv");
+  return p;
+}
+
+void run_backward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
+                  const InArray& q2k_num, const InArray& variable_block_sizes, const InArray& out,
+                  const InArray& lse, const InArray& dout, const std::optional<InArray>& k2q_idx,
+                  const std::optional<InArray>& k2q_num, const std::optional<OutArray>& workspace,
+                  const OutArray& dq, const OutArray& dk, const OutArray& dv,
+                  const std::string& layout, float scale, std::uintptr_t stream) {
+  BackwardParams p = backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse,
+                                     dout, k2q_idx, k2q_num, dq, dk, dv, layout, scale);
+  if (workspace) {
+    p.workspace = workspace->data();
+    p.workspace_bytes = workspace->nbytes();
+  }
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  backward(p);
+}
+
+std::size_t workspace_bytes(const InArray& q, const InArray& k, const InArray& v,
+                            const InArray& q2k_idx, const InArray& q2k_num,
+                            const InArray& variable_block_sizes, const InArray& out,
+                            const InArray& lse, const InArray& dout,
+                            const std::optional<InArray>& k2q_idx,
+                            const std::optional<InArray>& k2q_num, const OutArray& dq,
+                            const OutArray& dk, const OutArray& dv, const std::string& layout,
+                            float scale) {
+  return backward_workspace_bytes(backward_params(q, k, v, q2k_idx, q2k_num,
+                                                  variable_block_sizes, out, lse, dout, k2q_idx,
+                                                  k2q_num, dq, dk, dv, layout, scale));
+}
+
+std::pair<bool, std::string> is_supported(const TensorSpec& q, const TensorSpec& k,
+                                          const TensorSpec& v, const TensorSpec& q2k_idx,
+                                          const TensorSpec& q2k_num,
+                                          const TensorSpec& variable_block_sizes,
+                                          const std::string& layout, float scale) {
+  AttentionInputs in;
+  try {
+    in.q = to_tensor_ref(q, "q");
+    in.k = to_tensor_ref(k, "k");
+    in.v = to_tensor_ref(v, "v");
+    in.q2k_idx = to_tensor_ref(q2k_idx, "q2k_idx");
+    in.q2k_num = to_tensor_ref(q2k_num, "q2k_num");
+    in.variable_block_sizes = to_tensor_ref(variable_block_sizes, "variable_block_sizes");
+    in.layout = to_layout(layout);
+  } catch (const Error& e) {
+    return {false, e.what()};
+  }
+  in.scale = scale;
+  const Support s = supported(in);
+  return {s.ok, s.reason};
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  m.def("forward", &run_forward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
+        "variable_block_sizes"_a, "out"_a, "lse"_a.none(), "layout"_a, "scale"_a, "need_lse"_a,
+        "stream"_a,
+        "Block-sparse attention forward into the caller's `out` (q's shape) and `lse` "
+        "([B, H, Sq] float32, base 2; may be None when need_lse is False). scale 0 means "
+        "1/sqrt(D).");
+  m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
+        "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "k2q_idx"_a.none(),
+        "k2q_num"_a.none(), "workspace"_a.none(), "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a,
+        "stream"_a,
+        "Gradients dq, dk, dv into the caller's arrays. `workspace` holds at least "
+        "backward_workspace_bytes(...) bytes when that is nonzero.");
+  m.def("backward_workspace_bytes", &workspace_bytes, "q"_a, "k"_a, "v"_a, "q2k_idx"_a,
+        "q2k_num"_a, "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "k2q_idx"_a.none(),
+        "k2q_num"_a.none(), "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a,
+        "Device scratch bytes that backward needs for these arrays.");
+  m.def("supported", &is_supported, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
+        "variable_block_sizes"_a, "layout"_a, "scale"_a,
+        "(ok, reason) from static facts only. Each tensor is a spec (shape, strides in "
+        "elements, dtype name, 'cpu'|'cuda', device index): no memory is read.");
+  m.def("cuda_compiled", &cuda_compiled, "Whether this build has CUDA kernels.");
+  m.def("cuda_archs", &cuda_archs, "The CUDA architectures compiled in ('' without CUDA).");
+  m.attr("kEmptyRowLse") = kEmptyRowLse;
+}
+
+}  // namespace vsa::python

@@ -1,0 +1,35 @@
+"""vsa: block-sparse attention for Video Sparse Attention.
+
+The torch API (custom ops with autograd and torch.compile support, metadata,
+the VSA layer) loads when torch is installed; vsa.numpy_forward and the build
+facts work without it.
+"""
+
+from vsa._C import UnsupportedError, cuda_archs, cuda_compiled
+from vsa._C import kEmptyRowLse as EMPTY_ROW_LSE
+from vsa.numpy_api import numpy_forward
+
+__version__ = "0.1.0"
+
+__all__ = ["EMPTY_ROW_LSE", "UnsupportedError", "cuda_archs", "cuda_compiled", "numpy_forward"]
+
+try:
+    import torch as _torch
+except ModuleNotFoundError as missing:  # only torch itself missing; errors inside torch propagate
+    if missing.name != "torch":
+        raise
+    _torch = None
+
+if _torch is not None:
+    from vsa.attention import block_sparse_attn, block_sparse_attn_from_mask
+    from vsa.dispatch import select_backend
+    from vsa.layer import video_sparse_attn
+    from vsa.metadata import (VSAMetadata, build_vsa_metadata, invert_indices, map_to_index,
+                              tile, topk_to_index, untile)
+    from vsa.support import Support, is_supported
+
+    __all__ += [
+        "Support", "VSAMetadata", "block_sparse_attn", "block_sparse_attn_from_mask",
+        "build_vsa_metadata", "invert_indices", "is_supported", "map_to_index", "select_backend",
+        "tile", "topk_to_index", "untile", "video_sparse_attn",
+    ]

@@ -1,0 +1,40 @@
+"""Argument handling shared by the torch and the numpy front ends (imports no torch).
+
+Errors raised here read like the C++ core's: ``vsa: invalid argument '<arg>':
+expected <what>, got <what>``.
+"""
+
+from __future__ import annotations
+
+import math
+
+LAYOUTS = ("bhsd", "bshd")
+
+
+def invalid_argument(argument: str, expected: str, got: object) -> ValueError:
+    return ValueError(f"vsa: invalid argument '{argument}': expected {expected}, got {got}")
+
+
+def scale_argument(scale: float | None) -> float:
+    """The scale as the C++ core takes it, where 0 stands for the default 1/sqrt(D).
+
+    An explicit 0 would silently become that default, so it is refused.
+    """
+    if scale is None:
+        return 0.0
+    value = float(scale)
+    if value == 0.0 or not math.isfinite(value):
+        raise invalid_argument("scale", "a nonzero finite number or None (1/sqrt(D))", scale)
+    return value
+
+
+def lse_shape(q_shape, layout: str) -> tuple[int, ...]:
+    """[B, H, Sq] for a q of either layout.
+
+    For a q that is not rank 4 (or an unknown layout) this gives an empty
+    shape: the core then rejects q (or the layout) with its own message.
+    """
+    if len(q_shape) != 4 or layout not in LAYOUTS:
+        return (0,)
+    batch, second, third, _ = q_shape
+    return (batch, second, third) if layout == "bhsd" else (batch, third, second)

@@ -1,0 +1,130 @@
+"""Block-sparse attention as torch custom ops: vsa::forward, vsa::backward.
+
+The ops carry fake (meta) implementations and autograd, so torch.compile
+(fullgraph=True) captures a model that calls them, and they never
+synchronize the device. The public functions are block_sparse_attn and
+block_sparse_attn_from_mask (contract: DESIGN.md §1).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from vsa import _C
+from vsa._args import lse_shape, scale_argument
+from vsa._tensors import expect_same_device, index_tensor, kernel_ready
+from vsa.dispatch import launch
+from vsa.metadata import map_to_index
+
+
+def _new_lse(q: Tensor, layout: str, need_lse: bool) -> Tensor:
+    # Without need_lse the op still returns a tensor (custom ops cannot return
+    # None); an empty one costs nothing.
+    shape = lse_shape(q.shape, layout) if need_lse else (0,)
+    return q.new_empty(shape, dtype=torch.float32)
+
+
+@torch.library.custom_op("vsa::forward", mutates_args=())
+def _forward(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
+             variable_block_sizes: Tensor, scale: float, need_lse: bool,
+             layout: str) -> tuple[Tensor, Tensor]:
+    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
+    out = q.new_empty(q.shape)
+    lse = _new_lse(q, layout, need_lse)
+    launch(_C.forward, (q, k, v, q2k_idx, q2k_num, variable_block_sizes),
+           (out, lse if need_lse else None), layout, scale, need_lse)
+    return out, lse
+
+
+@_forward.register_fake
+def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, need_lse, layout):
+    return q.new_empty(q.shape), _new_lse(q, layout, need_lse)
+
+
+def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout, dq, dk,
+                     dv, layout, scale, stream):
+    """_C.backward with the device scratch it asks for (the core allocates nothing).
+
+    No KV->Q lists are passed: the CPU backend builds its own, and the core
+    says so if a backend needs them.
+    """
+    arrays = (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout, None, None)
+    size = _C.backward_workspace_bytes(*arrays, dq, dk, dv, layout, scale)
+    workspace = dq.new_empty(size, dtype=torch.uint8) if size else None
+    _C.backward(*arrays, workspace, dq, dk, dv, layout, scale, stream)
+
+
+@torch.library.custom_op("vsa::backward", mutates_args=())
+def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+              q2k_idx: Tensor, q2k_num: Tensor, variable_block_sizes: Tensor, scale: float,
+              layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    dout, q, k, v, out = (kernel_ready(t) for t in (dout, q, k, v, out))
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    launch(_backward_kernel, (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout),
+           (dq, dk, dv), layout, scale)
+    return dq, dk, dv
+
+
+@_backward.register_fake
+def _backward_fake(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes, scale, layout):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, _need_lse, layout = inputs
+    out, lse = output
+    # The backward computes no gradient through lse; marking it keeps a loss
+    # that uses lse from getting a silently wrong gradient.
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes)
+    ctx.scale, ctx.layout = scale, layout
+
+
+def _autograd_backward(ctx, dout, _dlse):
+    q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes = ctx.saved_tensors
+    dq, dk, dv = _backward(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes,
+                           ctx.scale, ctx.layout)
+    return dq, dk, dv, None, None, None, None, None, None
+
+
+_forward.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+
+def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
+                      variable_block_sizes: Tensor, *, scale: Optional[float] = None,
+                      need_lse: bool = True,
+                      layout: str = "bhsd") -> tuple[Tensor, Optional[Tensor]]:
+    """Every query block attends to its own list of KV blocks (DESIGN.md §1).
+
+    q: [B, H, Sq, D] ("bhsd") or [B, Sq, H, D] ("bshd"); k, v: [B, Hkv, Skv, D]
+    likewise, H % Hkv == 0. Any strides with unit stride on D.
+    q2k_idx [B, H, NQ, max_kv], q2k_num [B, H, NQ], variable_block_sizes [NK]:
+    any integer dtype. Returns (out, lse): out has q's shape and layout; lse is
+    [B, H, Sq] float32 in base 2 (None when need_lse is False). lse is not
+    differentiable; out is (CPU backend; the CUDA backward is not built yet).
+    """
+    expect_same_device("q", q, k=k, v=v, q2k_idx=q2k_idx, q2k_num=q2k_num,
+                       variable_block_sizes=variable_block_sizes)
+    # The backward reads lse, so it is computed whenever a gradient may be asked.
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    out, lse = _forward(q, k, v, index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
+                        index_tensor(variable_block_sizes, "variable_block_sizes"),
+                        scale_argument(scale), bool(need_lse or needs_grad), layout)
+    return out, (lse if need_lse else None)
+
+
+def block_sparse_attn_from_mask(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor,
+                                variable_block_sizes: Tensor, *, scale: Optional[float] = None,
+                                need_lse: bool = True,
+                                layout: str = "bhsd") -> tuple[Tensor, Optional[Tensor]]:
+    """block_sparse_attn with the lists given as a bool block_map [B, H, NQ, NK].
+
+    The compaction (map_to_index) is an op of its own, so torch.compile
+    captures it together with the attention.
+    """
+    q2k_idx, q2k_num = map_to_index(block_map)
+    return block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
+                             need_lse=need_lse, layout=layout)

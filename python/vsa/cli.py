@@ -1,0 +1,50 @@
+"""The `vsa` command: a dispatcher over subcommands.
+
+    vsa info             build facts (version, CUDA kernels, archs, backend)
+    vsa bench [ARGS...]  the benchmark (vsa.bench.cli; `vsa bench --help`)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+USAGE = """usage: vsa <command> [args...]
+
+commands:
+  info    print build facts: version, CUDA kernels compiled in, archs, backend
+  bench   run the benchmark (see `vsa bench --help`)
+"""
+
+
+def _info(argv: Sequence[str]) -> int:
+    if argv:
+        print(f"vsa info: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
+        return 2
+    import vsa
+    print(f"vsa {vsa.__version__}")
+    print(f"cuda kernels: {'yes' if vsa.cuda_compiled() else 'no'}")
+    print(f"cuda archs: {vsa.cuda_archs() or '-'}")
+    from vsa.dispatch import requested_backend
+    print(f"VSA_BACKEND: {requested_backend()}")
+    return 0
+
+
+def _bench(argv: Sequence[str]) -> int:
+    from vsa.bench.cli import main as bench_main
+    return bench_main(list(argv))
+
+
+COMMANDS = {"info": _info, "bench": _bench}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"vsa: unknown command '{argv[0]}'\n{USAGE}", end="", file=sys.stderr)
+        return 2
+    return command(argv[1:]) or 0

@@ -1,0 +1,208 @@
+"""Metadata for block-sparse attention.
+
+- Block lists, as torch custom ops (captured by torch.compile, no host sync):
+  map_to_index, invert_indices, topk_to_index.
+- The VSA tiling of a (T, H, W) video latent: build_vsa_metadata (cached) and
+  the tile / untile helpers moving a raster sequence into the padded tiled
+  layout the attention runs on, and back.
+
+Results match FastVideo's vsa_utils for the same inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from vsa import _C
+from vsa._args import invalid_argument
+from vsa._tensors import expect_same_device, index_tensor
+from vsa.dispatch import launch
+
+
+def _rank4(shape) -> tuple[int, int, int, int]:
+    # Fake kernels need a shape even for inputs the core will reject; a
+    # placeholder keeps them from failing first with an unhelpful IndexError.
+    return tuple(shape) if len(shape) == 4 else (0, 0, 0, 0)
+
+
+# ---- block lists ---------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("vsa::map_to_index", mutates_args=())
+def _map_to_index(block_map: Tensor) -> tuple[Tensor, Tensor]:
+    b, h, nq, nk = _rank4(block_map.shape)
+    q2k_idx = block_map.new_empty((b, h, nq, nk), dtype=torch.int32)
+    q2k_num = block_map.new_empty((b, h, nq), dtype=torch.int32)
+    launch(_C.map_to_index, (block_map,), (q2k_idx, q2k_num))
+    return q2k_idx, q2k_num
+
+
+@_map_to_index.register_fake
+def _map_to_index_fake(block_map):
+    b, h, nq, nk = _rank4(block_map.shape)
+    return (block_map.new_empty((b, h, nq, nk), dtype=torch.int32),
+            block_map.new_empty((b, h, nq), dtype=torch.int32))
+
+
+def map_to_index(block_map: Tensor) -> tuple[Tensor, Tensor]:
+    """bool block_map [B, H, NQ, NK] -> (q2k_idx [B, H, NQ, NK], q2k_num [B, H, NQ]), int32.
+
+    Each row lists its selected KV blocks ascending; entries past the count are -1.
+    """
+    return _map_to_index(block_map.contiguous())
+
+
+@torch.library.custom_op("vsa::invert_indices", mutates_args=())
+def _invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
+                    max_q: int) -> tuple[Tensor, Tensor]:
+    b, h, _, _ = _rank4(q2k_idx.shape)
+    k2q_idx = q2k_idx.new_empty((b, h, num_kv_blocks, max_q), dtype=torch.int32)
+    k2q_num = q2k_idx.new_empty((b, h, num_kv_blocks), dtype=torch.int32)
+    launch(_C.invert_indices, (q2k_idx, q2k_num), (k2q_idx, k2q_num), num_kv_blocks)
+    return k2q_idx, k2q_num
+
+
+@_invert_indices.register_fake
+def _invert_indices_fake(q2k_idx, q2k_num, num_kv_blocks, max_q):
+    b, h, _, _ = _rank4(q2k_idx.shape)
+    return (q2k_idx.new_empty((b, h, num_kv_blocks, max_q), dtype=torch.int32),
+            q2k_idx.new_empty((b, h, num_kv_blocks), dtype=torch.int32))
+
+
+def invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
+                   max_q: Optional[int] = None) -> tuple[Tensor, Tensor]:
+    """Q->KV lists -> KV->Q lists (k2q_idx [B, H, NK, max_q], k2q_num [B, H, NK]), int32.
+
+    KV block j lists the query blocks whose first q2k_num entries name it,
+    ascending, once per occurrence; entries past the count are -1. max_q
+    defaults to NQ, enough when no row lists a block twice.
+    """
+    expect_same_device("q2k_idx", q2k_idx, q2k_num=q2k_num)
+    if max_q is None:
+        max_q = q2k_idx.shape[2] if q2k_idx.dim() == 4 else 1
+    return _invert_indices(index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
+                           int(num_kv_blocks), int(max_q))
+
+
+@torch.library.custom_op("vsa::topk_to_index", mutates_args=())
+def _topk_to_index(topk: Tensor) -> tuple[Tensor, Tensor]:
+    b, h, nq, kk = _rank4(topk.shape)
+    q2k_idx = topk.new_empty((b, h, nq, kk), dtype=torch.int32)
+    q2k_num = topk.new_empty((b, h, nq), dtype=torch.int32)
+    launch(_C.topk_to_index, (topk,), (q2k_idx, q2k_num))
+    return q2k_idx, q2k_num
+
+
+@_topk_to_index.register_fake
+def _topk_to_index_fake(topk):
+    b, h, nq, kk = _rank4(topk.shape)
+    return (topk.new_empty((b, h, nq, kk), dtype=torch.int32),
+            topk.new_empty((b, h, nq), dtype=torch.int32))
+
+
+def topk_to_index(topk: Tensor) -> tuple[Tensor, Tensor]:
+    """top-k block ids [B, H, NQ, K] (any order) -> (q2k_idx sorted ascending, q2k_num = K), int32."""
+    return _topk_to_index(index_tensor(topk, "topk"))
+
+
+# ---- the VSA tiling of a video latent --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VSAMetadata:
+    """How a (T, H, W) latent maps onto 64-token (tile-volume) blocks.
+
+    Tensors are shared by every caller of build_vsa_metadata with the same
+    arguments (it caches): treat them as read-only.
+    """
+
+    latent_shape: tuple[int, int, int]
+    tile_size: tuple[int, int, int]
+    tile_counts: tuple[int, int, int]  # tiles along T, H, W (FastVideo's "num_tiles")
+    num_tiles: int  # blocks in the padded sequence: the product of tile_counts
+    block_size: int  # tokens per block: the tile volume (FastVideo's "max_block_size")
+    tile_partition_indices: Tensor  # [T*H*W] int64: raster index of each token in tiled order
+    reverse_tile_partition_indices: Tensor  # [T*H*W] int64: the inverse permutation
+    variable_block_sizes: Tensor  # [num_tiles] int32: valid tokens per tile
+    non_pad_index: Tensor  # [T*H*W] int64: positions of real tokens in the padded sequence
+    padded_position: Tensor  # [T*H*W] int64: padded position of each raster token
+
+    @property
+    def padded_length(self) -> int:
+        return self.num_tiles * self.block_size
+
+
+def _triple(value, name: str) -> tuple[int, int, int]:
+    value = tuple(int(x) for x in value)
+    if len(value) != 3 or min(value) < 1:
+        raise invalid_argument(name, "three positive extents (T, H, W)", value)
+    return value
+
+
+def _normalized_device(device) -> torch.device:
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+@functools.lru_cache(maxsize=32)
+def _build(latent: tuple[int, int, int], tile: tuple[int, int, int],
+           device: torch.device) -> VSAMetadata:
+    def on_device(array, dtype=torch.int64):
+        return torch.from_numpy(array).to(device=device, dtype=dtype)
+
+    block = math.prod(tile)
+    vbs = _C.variable_block_sizes(latent, tile)
+    order = _C.tile_partition_indices(latent, tile)
+    reverse = _C.reverse_tile_partition_indices(latent, tile)
+    non_pad = _C.non_pad_index(vbs.tolist(), block)
+    return VSAMetadata(
+        latent_shape=latent,
+        tile_size=tile,
+        tile_counts=tuple(-(-n // t) for n, t in zip(latent, tile)),
+        num_tiles=_C.num_tiles(latent, tile),
+        block_size=block,
+        tile_partition_indices=on_device(order),
+        reverse_tile_partition_indices=on_device(reverse),
+        variable_block_sizes=on_device(vbs, torch.int32),
+        non_pad_index=on_device(non_pad),
+        padded_position=on_device(non_pad[reverse]),
+    )
+
+
+def build_vsa_metadata(latent_shape, tile_size=(4, 4, 4), device="cpu") -> VSAMetadata:
+    """Everything VSA needs about a (T, H, W) latent, cached per (shape, tile, device).
+
+    Computed on the host once, then copied to `device`; call it outside the
+    compiled region (it is not a traced op).
+    """
+    return _build(_triple(latent_shape, "latent_shape"), _triple(tile_size, "tile_size"),
+                  _normalized_device(device))
+
+
+def tile(x: Tensor, meta: VSAMetadata, dim: int = 1) -> Tensor:
+    """Raster sequence (T*H*W tokens along `dim`, e.g. [B, S, H, D]) -> the padded
+    tiled sequence (num_tiles * block_size tokens); pad positions are zero."""
+    _expect_length(x, dim, meta.tile_partition_indices.numel(), "x", "T*H*W")
+    shape = list(x.shape)
+    shape[dim] = meta.padded_length
+    return x.new_zeros(shape).index_copy(dim, meta.padded_position, x)
+
+
+def untile(y: Tensor, meta: VSAMetadata, dim: int = 1) -> Tensor:
+    """Inverse of tile: the padded tiled sequence -> the raster sequence (pads dropped)."""
+    _expect_length(y, dim, meta.padded_length, "y", "num_tiles * block_size")
+    return y.index_select(dim, meta.padded_position)
+
+
+def _expect_length(t: Tensor, dim: int, length: int, name: str, what: str) -> None:
+    if t.dim() == 0 or t.shape[dim] != length:
+        raise invalid_argument(f"{name}.shape", f"{what} = {length} tokens along dim {dim}",
+                               list(t.shape))

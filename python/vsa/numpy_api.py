@@ -1,0 +1,43 @@
+"""The plain forward pass on numpy arrays, without torch.
+
+numpy has no bfloat16, so q/k/v are float32 (or float16) here; the CPU
+backend computes. For autograd, torch.compile or CUDA use vsa.block_sparse_attn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vsa import _C
+from vsa._args import invalid_argument, lse_shape, scale_argument
+
+
+def _index_array(array, name: str) -> np.ndarray:
+    """Integer metadata as a contiguous int32/int64 array (other integer types are converted)."""
+    array = np.asarray(array)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise invalid_argument(f"{name}.dtype", "an integer dtype", array.dtype)
+    if array.dtype not in (np.int32, np.int64):
+        array = array.astype(np.int32)
+    return np.ascontiguousarray(array)
+
+
+def _unit_stride_rows(array: np.ndarray) -> np.ndarray:
+    """The core needs unit stride on the head dim only; copy just when that is missing."""
+    return array if array.ndim == 0 or array.strides[-1] == array.itemsize else np.ascontiguousarray(array)
+
+
+def numpy_forward(q, k, v, q2k_idx, q2k_num, variable_block_sizes, *, scale=None,
+                  need_lse=True, layout="bhsd"):
+    """Block-sparse attention forward on numpy arrays: returns (out, lse | None).
+
+    Same contract as vsa.block_sparse_attn: out has q's shape; lse is
+    [B, H, Sq] float32 in base 2.
+    """
+    q, k, v = (_unit_stride_rows(np.asarray(t)) for t in (q, k, v))
+    out = np.empty(q.shape, dtype=q.dtype)
+    lse = np.empty(lse_shape(q.shape, layout), dtype=np.float32) if need_lse else None
+    _C.forward(q, k, v, _index_array(q2k_idx, "q2k_idx"), _index_array(q2k_num, "q2k_num"),
+               _index_array(variable_block_sizes, "variable_block_sizes"), out, lse, layout,
+               scale_argument(scale), bool(need_lse), 0)
+    return out, lse
