@@ -1,0 +1,103 @@
+"""vsa bench's command line: flag errors, --list, and a whole CPU run with --out."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+from vsa.bench.cli import main
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--block-size", "96"], "--block-size"),
+    (["--head-dim", "96"], "--head-dim"),
+    (["--topk", "0"], "--topk"),
+    (["--case", "cpu-synthetic", "--topk", "33"], "--topk"),  # more than its 32 blocks
+    (["--case", "no-such-model"], "--case"),
+    (["--batch", "-1"], "--batch"),
+    (["--heads", "0"], "--heads"),
+    (["--sparsity", "0"], "--sparsity"),
+    (["--sparsity", "0.1,1.5"], "--sparsity"),
+    (["--sparsity", "abc"], "--sparsity"),
+    (["--topk", "4", "--sparsity", "0.5"], "--sparsity"),
+    (["--latent", "21x30"], "--latent"),
+    (["--dtype", "int8"], "--dtype"),
+    (["--backends", "vsa,nonesuch"], "--backends"),
+    (["--iters", "0"], "--iters"),
+    (["--device", "tpu"], "--device"),
+])
+def test_impossible_flags_name_the_flag(argv, flag, capsys):
+    assert main(["--device", "cpu", *argv] if "--device" not in argv else argv) == 2
+    err = capsys.readouterr().err
+    assert "usage: vsa bench" in err and f"argument {flag}" in err, err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_cuda_flags_without_a_gpu(capsys):
+    assert main(["--device", "cuda"]) == 2
+    assert "argument --device" in capsys.readouterr().err
+
+
+def test_fp32_is_cpu_only(capsys):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU to reach the dtype check")
+    assert main(["--device", "cuda", "--dtype", "fp32"]) == 2
+    assert "argument --dtype" in capsys.readouterr().err
+
+
+def test_list_shows_counts(capsys):
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "wan2.1-1.3b-480p" in out and "blocks=624" in out and "S=39936" in out
+    assert "synthetic-49k-blk128" in out and "hunyuan-720p" in out
+
+
+def test_help_exits_zero(capsys):
+    assert main(["--help"]) == 0
+    assert "--sparsity" in capsys.readouterr().out
+
+
+def test_cpu_run_end_to_end(tmp_path, capsys):
+    out_dir = tmp_path / "bench"
+    argv = ["--device", "cpu", "--case", "cpu-wan-crop", "--heads", "1", "--sparsity", "0.1,0.5",
+            "--iters", "1", "--warmup", "0", "--check-blocks", "4",
+            "--backends", "vsa,flex,dense-sdpa", "--out", str(out_dir)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "CPU run" in captured.out and "cpu-wan-crop" in captured.out
+    assert "[cpu-wan-crop]" in captured.err  # progress goes to stderr
+
+    for name in ("results.json", "results.csv", "results.png"):
+        assert (out_dir / name).stat().st_size > 0
+    data = json.loads((out_dir / "results.json").read_text())
+    env = data["environment"]
+    for key in ("date", "device", "torch", "vsa_version", "vsa_commit", "cpu_threads"):
+        assert key in env
+    assert env["device"] == "cpu"
+    assert data["settings"]["sparsity"] == [0.1, 0.5]
+
+    rows = data["results"]
+    ours = [r for r in rows if r["backend"] == "vsa"]
+    assert [r["topk"] for r in ours] == [6, 30]  # 10 % and 50 % of 60 blocks
+    for r in ours:
+        assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0 and r["rel_error"] < 1e-5
+        assert r["speedup_fwd"] > 0 and r["valid_tokens"] == 9 * 14 * 20
+    flex = [r for r in rows if r["backend"] == "flex"]
+    assert flex and all(r["fwd_ms"] is None and r["note"] for r in flex)  # n/a, with the reason
+    dense = [r for r in rows if r["backend"] == "dense-sdpa"]
+    assert len(dense) == 1 and dense[0]["speedup_fwd"] == pytest.approx(1.0)
+
+    with open(out_dir / "results.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+
+
+
+
+def test_python_m_entry_point():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "vsa.bench", "--list"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "wan2.1-14b-720p" in done.stdout
