@@ -20,14 +20,16 @@ status=0
 note() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/summary.txt"; }
 want() { [[ " $stages " == *" $1 "* ]]; }
 
+# At most 8 files come back from the device: summary.txt (environment and
+# stage results), build.log, ctest.log, pytest.log, bench.log, bench/results.*.
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${VSA_COMMIT:-unknown}"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -n 1
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+} > "$OUT/summary.txt" 2>&1
+cat "$OUT/summary.txt"
 
 if want build; then
   note "build: C++ library and tests for sm_90a"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs them all: the C++ suite (CTest, with
+# the CUDA code compiled for every listed arch when nvcc is present) and the
+# Python suite (pytest). GPU tests skip themselves on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install_system_deps.sh
+python3 -m pip install -q -r requirements/test.txt
+
+cmake --preset ci
+cmake --build --preset ci
+ctest --preset ci
+
+# Without a GPU the extension's CUDA kernels could not run, so the Python
+# build skips them (the C++ build above already compiled them for all archs).
+cuda=OFF
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then cuda=AUTO; fi
+python3 -m pip install -q --no-build-isolation . -C cmake.define.VSA_ENABLE_CUDA=$cuda -C build-dir=build/py
+python3 -m pytest tests/python -q -p no:cacheprovider
