@@ -23,9 +23,11 @@ namespace {
 
 void* as_stream(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
 
-AttentionInputs attention_inputs(const InArray& q, const InArray& k, const InArray& v,
-                                 const InArray& q2k_idx, const InArray& q2k_num,
-                                 const InArray& variable_block_sizes, const std::string& layout,
+// Arrays for the ops, or tensor descriptions (TensorSpec) for is_supported.
+template <class Array>
+AttentionInputs attention_inputs(const Array& q, const Array& k, const Array& v,
+                                 const Array& q2k_idx, const Array& q2k_num,
+                                 const Array& variable_block_sizes, const std::string& layout,
                                  float scale) {
   AttentionInputs in;
   in.q = to_tensor_ref(q, "q");
@@ -111,17 +113,10 @@ std::pair<bool, std::string> is_supported(const TensorSpec& q, const TensorSpec&
                                           const std::string& layout, float scale) {
   AttentionInputs in;
   try {
-    in.q = to_tensor_ref(q, "q");
-    in.k = to_tensor_ref(k, "k");
-    in.v = to_tensor_ref(v, "v");
-    in.q2k_idx = to_tensor_ref(q2k_idx, "q2k_idx");
-    in.q2k_num = to_tensor_ref(q2k_num, "q2k_num");
-    in.variable_block_sizes = to_tensor_ref(variable_block_sizes, "variable_block_sizes");
-    in.layout = to_layout(layout);
+    in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
   } catch (const Error& e) {
     return {false, e.what()};
   }
-  in.scale = scale;
   const Support s = supported(in);
   return {s.ok, s.reason};
 }

@@ -21,6 +21,29 @@ AttentionCase on_gpu(AttentionCase c) {
   return c;
 }
 
+// The problem's six inputs mirrored on the GPU, as AttentionInputs.
+class DeviceInputs {
+ public:
+  explicit DeviceInputs(const AttentionProblem& problem)
+      : problem_(problem), q_(problem.q), k_(problem.k), v_(problem.v), idx_(problem.q2k_idx),
+        num_(problem.q2k_num), vbs_(problem.vbs) {}
+
+  AttentionInputs inputs() const {
+    AttentionInputs in = problem_.inputs();
+    in.q = q_.ref();
+    in.k = k_.ref();
+    in.v = v_.ref();
+    in.q2k_idx = idx_.ref();
+    in.q2k_num = num_.ref();
+    in.variable_block_sizes = vbs_.ref();
+    return in;
+  }
+
+ private:
+  const AttentionProblem& problem_;
+  DeviceMirror q_, k_, v_, idx_, num_, vbs_;
+};
+
 class CudaForward : public ::testing::TestWithParam<AttentionCase> {
  protected:
   void SetUp() override {
@@ -29,16 +52,10 @@ class CudaForward : public ::testing::TestWithParam<AttentionCase> {
 
   void run(bool need_lse) {
     AttentionProblem problem(on_gpu(GetParam()), next_seed());
-    ForwardParams host = problem.forward_params(need_lse);
-    DeviceMirror q(problem.q), k(problem.k), v(problem.v), idx(problem.q2k_idx),
-        num(problem.q2k_num), vbs(problem.vbs), out(problem.out), lse(problem.lse);
-    ForwardParams p = host;
-    p.in.q = q.ref();
-    p.in.k = k.ref();
-    p.in.v = v.ref();
-    p.in.q2k_idx = idx.ref();
-    p.in.q2k_num = num.ref();
-    p.in.variable_block_sizes = vbs.ref();
+    ForwardParams p = problem.forward_params(need_lse);  // poisons out and lse first
+    const DeviceInputs device(problem);
+    const DeviceMirror out(problem.out), lse(problem.lse);
+    p.in = device.inputs();
     p.out = out.ref();
     p.lse = need_lse ? lse.ref() : TensorRef{};
     ASSERT_TRUE(supported(p.in).ok) << supported(p.in).reason;
@@ -59,16 +76,8 @@ TEST(CudaSupport, Float32IsRefusedWithAReason) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   AttentionCase c;
   AttentionProblem problem(c, next_seed());
-  DeviceMirror q(problem.q), k(problem.k), v(problem.v), idx(problem.q2k_idx),
-      num(problem.q2k_num), vbs(problem.vbs);
-  AttentionInputs in = problem.inputs();
-  in.q = q.ref();
-  in.k = k.ref();
-  in.v = v.ref();
-  in.q2k_idx = idx.ref();
-  in.q2k_num = num.ref();
-  in.variable_block_sizes = vbs.ref();
-  const Support s = supported(in);
+  const DeviceInputs device(problem);
+  const Support s = supported(device.inputs());
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("float32"), std::string::npos) << s.reason;
 }
