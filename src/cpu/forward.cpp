@@ -1,11 +1,13 @@
 // CPU forward pass: each query block is one work item. Its rows get an exact
-// (not online) base-2 softmax over the gathered keys, accumulated in float.
+// (not online) base-2 softmax over the gathered keys, accumulated in float;
+// the two matrix products go through gemm.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/gemm.hpp"
 #include "cpu/parallel_for.hpp"
 #include "cpu/selected_keys.hpp"
 
@@ -18,31 +20,39 @@ struct BlockResult {
   std::vector<float> row_max, row_sum;  // [rows], base-2 scores
 };
 
+// Sᵀ = K·Qᵀ puts each key's scores for all query rows side by side, so the
+// softmax statistics are elementwise over rows (vectorized) and no key
+// matrix needs transposing; O = P·V then reads P from Sᵀ column-wise. Keys
+// past the count are zero rows of the padded gather and get zero weight.
 BlockResult attend(const std::vector<float>& queries, const SelectedKeys& sel, std::int64_t rows,
                    std::int64_t d, float scale_log2) {
   BlockResult res{std::vector<float>(static_cast<std::size_t>(rows * d), 0.0f),
                   std::vector<float>(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity()),
                   std::vector<float>(static_cast<std::size_t>(rows), 0.0f)};
-  // Key-major loops keep one key (or value) row hot in cache while every
-  // query row of the block uses it.
-  std::vector<float> weights(static_cast<std::size_t>(rows * sel.count));  // [rows, count]
-  for (std::int64_t l = 0; l < sel.count; ++l) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float score = dot(queries.data() + r * d, sel.keys.data() + l * d, d) * scale_log2;
-      weights[r * sel.count + l] = score;
-      res.row_max[r] = std::max(res.row_max[r], score);
-    }
-  }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t l = 0; l < sel.count; ++l) {
-      float& w = weights[r * sel.count + l];
-      w = std::exp2(w - res.row_max[r]);
-      res.row_sum[r] += w;
-    }
-  }
+  if (sel.count == 0) return res;
+
+  std::vector<float> queries_t(static_cast<std::size_t>(d * rows));  // Qᵀ [d, rows]
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t x = 0; x < d; ++x) queries_t[x * rows + r] = queries[r * d + x];
+  std::vector<float> probs(static_cast<std::size_t>(sel.padded * rows));  // Sᵀ, then Pᵀ [keys, rows]
+  gemm<Layout2d::row_major>(sel.padded, rows, d, scale_log2, sel.keys.data(), d, queries_t.data(), rows,
+                            probs.data(), rows);
+
+  float* row_max = res.row_max.data();
+  float* row_sum = res.row_sum.data();
   for (std::int64_t l = 0; l < sel.count; ++l)
-    for (std::int64_t r = 0; r < rows; ++r)
-      axpy(weights[r * sel.count + l], sel.values.data() + l * d, res.acc.data() + r * d, d);
+    for (std::int64_t r = 0; r < rows; ++r) row_max[r] = std::max(row_max[r], probs[l * rows + r]);
+  for (std::int64_t l = 0; l < sel.count; ++l) {
+    float* p = probs.data() + l * rows;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      p[r] = std::exp2(p[r] - row_max[r]);
+      row_sum[r] += p[r];
+    }
+  }
+  std::fill(probs.begin() + sel.count * rows, probs.end(), 0.0f);
+
+  gemm<Layout2d::col_major>(rows, d, sel.padded, 1.0f, probs.data(), rows, sel.values.data(), d,
+                            res.acc.data(), d);
   return res;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/layout.hpp"
+#include "cpu/gemm.hpp"
 #include "cpu/sequence_rows.hpp"
 
 namespace vsa::cpu {
@@ -32,9 +33,11 @@ inline QueryBlock query_block(std::int64_t item, const ProblemShape& s) {
 
 // Keys and values of every valid token the block attends to, one D-row each,
 // in list order. A block listed twice appears twice (documented contract).
+// Rows [count, padded) are zeros, so matrix products can run on whole tiles.
 struct SelectedKeys {
   std::vector<float> keys, values;
   std::int64_t count = 0;
+  std::int64_t padded = 0;  // count rounded up to whole gemm row tiles
 };
 
 template <class T>
@@ -46,8 +49,9 @@ SelectedKeys gather_selected_keys(const SequenceRows<const T>& k, const Sequence
     sel.count +=
         detail::load_int(in.variable_block_sizes, detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e));
   const std::int64_t d = s.head_dim;
-  sel.keys.resize(static_cast<std::size_t>(sel.count * d));
-  sel.values.resize(static_cast<std::size_t>(sel.count * d));
+  sel.padded = (sel.count + kGemmRows - 1) / kGemmRows * kGemmRows;
+  sel.keys.resize(static_cast<std::size_t>(sel.padded * d));
+  sel.values.resize(static_cast<std::size_t>(sel.padded * d));
   std::int64_t filled = 0;
   for (std::int64_t e = 0; e < listed; ++e) {
     const std::int64_t block = detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e);
