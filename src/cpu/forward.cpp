@@ -31,9 +31,7 @@ BlockResult attend(const std::vector<float>& queries, const SelectedKeys& sel, s
                   std::vector<float>(static_cast<std::size_t>(rows), 0.0f)};
   if (sel.count == 0) return res;
 
-  std::vector<float> queries_t(static_cast<std::size_t>(d * rows));  // Qᵀ [d, rows]
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t x = 0; x < d; ++x) queries_t[x * rows + r] = queries[r * d + x];
+  const std::vector<float> queries_t = transposed(queries.data(), rows, d);  // Qᵀ [d, rows]
   std::vector<float> probs(static_cast<std::size_t>(sel.padded * rows));  // Sᵀ, then Pᵀ [keys, rows]
   gemm<Layout2d::row_major>(sel.padded, rows, d, scale_log2, sel.keys.data(), d, queries_t.data(), rows,
                             probs.data(), rows);

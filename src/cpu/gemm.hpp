@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace vsa::cpu {
 
@@ -16,10 +17,16 @@ constexpr std::int64_t kGemmCols = 16;
 // a[k·lda + i] (A given as its transpose, as attention's P comes out).
 enum class Layout2d { row_major, col_major };
 
-// C[M, N] = alpha · A[M, K] · B[K, N]; B and C row-major with leading
+// Whether C receives the product or has it added.
+enum class Store { overwrite, add };
+
+// C[M, N] (=|+=) alpha · A[M, K] · B[K, N]; B and C row-major with leading
 // dimensions ldb, ldc. Accumulates in float, in the order k = 0, 1, ..., K-1.
 template <Layout2d kA>
 void gemm(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
-          const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+          const float* b, std::int64_t ldb, float* c, std::int64_t ldc, Store store = Store::overwrite);
+
+// The transpose of a row-major [rows, cols] matrix, as [cols, rows].
+std::vector<float> transposed(const float* m, std::int64_t rows, std::int64_t cols);
 
 }  // namespace vsa::cpu

@@ -35,11 +35,6 @@ void store_row(const float* src, T* dst, std::int64_t n) {
   for (std::int64_t d = 0; d < n; ++d) dst[d] = from_float<T>(src[d]);
 }
 
-template <class T>
-void store_zero_row(T* dst, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) dst[d] = from_float<T>(0.0f);
-}
-
 inline float dot(const float* a, const float* b, std::int64_t n) {
   // Independent partial sums let the compiler vectorize the reduction
   // without -ffast-math (a single running sum fixes the order of additions).
@@ -52,11 +47,6 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
   for (; d < n; ++d) sum += a[d] * b[d];
   for (float p : partial) sum += p;
   return sum;
-}
-
-// y += alpha * x
-inline void axpy(float alpha, const float* x, float* y, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) y[d] += alpha * x[d];
 }
 
 }  // namespace vsa::cpu
