@@ -48,13 +48,13 @@ fi
 if want ctest; then
   note "ctest"
   ctest --test-dir build/gpu --output-on-failure -j 4 > "$OUT/ctest.log" 2>&1 || { note "ctest FAILED"; status=1; }
-  tail -n 3 "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
+  grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
 fi
 
 if want pytest; then
   note "pytest (GPU and CPU tests)"
   python3 -m pytest tests/python -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 || { note "pytest FAILED"; status=1; }
-  tail -n 3 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
+  tail -n 1 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
 fi
 
 if want bench; then
