@@ -34,20 +34,23 @@ def _rank4(shape) -> tuple[int, int, int, int]:
 # ---- block lists ---------------------------------------------------------------------------------
 
 
+def _new_lists(like: Tensor) -> tuple[Tensor, Tensor]:
+    """Empty int32 (q2k_idx, q2k_num) shaped after a [B, H, NQ, N] input."""
+    b, h, nq, n = _rank4(like.shape)
+    return (like.new_empty((b, h, nq, n), dtype=torch.int32),
+            like.new_empty((b, h, nq), dtype=torch.int32))
+
+
 @torch.library.custom_op("vsa::map_to_index", mutates_args=())
 def _map_to_index(block_map: Tensor) -> tuple[Tensor, Tensor]:
-    b, h, nq, nk = _rank4(block_map.shape)
-    q2k_idx = block_map.new_empty((b, h, nq, nk), dtype=torch.int32)
-    q2k_num = block_map.new_empty((b, h, nq), dtype=torch.int32)
+    q2k_idx, q2k_num = _new_lists(block_map)
     launch(_C.map_to_index, (block_map,), (q2k_idx, q2k_num))
     return q2k_idx, q2k_num
 
 
 @_map_to_index.register_fake
 def _map_to_index_fake(block_map):
-    b, h, nq, nk = _rank4(block_map.shape)
-    return (block_map.new_empty((b, h, nq, nk), dtype=torch.int32),
-            block_map.new_empty((b, h, nq), dtype=torch.int32))
+    return _new_lists(block_map)
 
 
 def map_to_index(block_map: Tensor) -> tuple[Tensor, Tensor]:
@@ -92,18 +95,14 @@ def invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
 
 @torch.library.custom_op("vsa::topk_to_index", mutates_args=())
 def _topk_to_index(topk: Tensor) -> tuple[Tensor, Tensor]:
-    b, h, nq, kk = _rank4(topk.shape)
-    q2k_idx = topk.new_empty((b, h, nq, kk), dtype=torch.int32)
-    q2k_num = topk.new_empty((b, h, nq), dtype=torch.int32)
+    q2k_idx, q2k_num = _new_lists(topk)
     launch(_C.topk_to_index, (topk,), (q2k_idx, q2k_num))
     return q2k_idx, q2k_num
 
 
 @_topk_to_index.register_fake
 def _topk_to_index_fake(topk):
-    b, h, nq, kk = _rank4(topk.shape)
-    return (topk.new_empty((b, h, nq, kk), dtype=torch.int32),
-            topk.new_empty((b, h, nq), dtype=torch.int32))
+    return _new_lists(topk)
 
 
 def topk_to_index(topk: Tensor) -> tuple[Tensor, Tensor]:
