@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -47,4 +48,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command is None:
         print(f"vsa: unknown command '{argv[0]}'\n{USAGE}", end="", file=sys.stderr)
         return 2
-    return command(argv[1:]) or 0
+    try:
+        return command(argv[1:]) or 0
+    except BrokenPipeError:
+        # The reader went away (`vsa bench --list | head`): stop quietly, as Unix
+        # tools do; stdout is pointed at /dev/null so the exit flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
