@@ -35,13 +35,22 @@ sm80::SeqStrides seq_strides(const TensorRef& t, Layout layout) {
   return sm80::SeqStrides{v.stride_batch, v.stride_head, v.stride_seq};
 }
 
+// A CTA owns one whole query block (64 or 128 rows).
+template <class Elem, int kHeadDim>
+void launch_for_block(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
+  const int batch = static_cast<int>(s.batch);
+  if (s.block == 128)
+    sm80::launch_fwd<Elem, kHeadDim, 128>(kp, batch, stream);
+  else
+    sm80::launch_fwd<Elem, kHeadDim, 64>(kp, batch, stream);
+}
+
 template <class Elem>
 void launch_for_dim(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
-  const int batch = static_cast<int>(s.batch);
   if (s.head_dim == 64)
-    sm80::launch_fwd<Elem, 64>(kp, batch, stream);
+    launch_for_block<Elem, 64>(kp, s, stream);
   else
-    sm80::launch_fwd<Elem, 128>(kp, batch, stream);
+    launch_for_block<Elem, 128>(kp, s, stream);
 }
 
 }  // namespace

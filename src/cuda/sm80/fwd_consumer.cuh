@@ -1,10 +1,16 @@
-// Consumer side of the portable forward kernel: one warp owns 16 query rows.
-// S = Q·Kᵀ and O += P·V on mma.sync m16n8k16; online softmax in exp2 with the
-// scale·log2(e) factor folded into one FMA per score.
+// Consumer side of the portable forward kernel: one warp owns 32 query rows
+// (two m16 row tiles). S = Q·Kᵀ and O += P·V on mma.sync m16n8k16; online
+// softmax in exp2 with the scale·log2(e) factor folded into one FMA per score.
+//
+// Why 32 rows: every K or V fragment read from shared memory by ldmatrix
+// feeds both row tiles, which halves the shared-memory bytes per FLOP (the
+// limit of a 16-row warp). Q is read from shared memory at each k-step
+// instead of being held in registers: 32 rows of Q would cost 64 registers.
 //
 // Fragment bookkeeping (m16n8 accumulators): lane l holds rows g = l/4 and
-// g + 8, columns 2·(l%4) and 2·(l%4)+1 of each 8-column tile; e = 0,1 are
-// row g, e = 2,3 row g + 8.
+// g + 8 of its row tile, columns 2·(l%4) and 2·(l%4)+1 of each 8-column tile;
+// e = 0,1 are row g, e = 2,3 row g + 8. Row slot r = 2·m + h names row
+// tile m, half h.
 #pragma once
 
 #include <cstdint>
@@ -18,38 +24,47 @@ namespace vsa::cuda::sm80 {
 template <class Elem, int kHeadDim>
 class FwdConsumer {
  public:
-  static constexpr int kKeyTiles = kTileRows / 8;  // 8-key column tiles of S
-  static constexpr int kDimTiles = kHeadDim / 8;   // 8-wide column tiles of O
+  static constexpr int kRowTiles = 2;                // m16 tiles per warp
+  static constexpr int kWarpRows = 16 * kRowTiles;   // query rows per warp
+  static constexpr int kRowSlots = 2 * kRowTiles;    // rows per lane
+  static constexpr int kKeyTiles = kTileRows / 8;    // 8-key column tiles of S
+  static constexpr int kDimTiles = kHeadDim / 8;     // 8-wide column tiles of O
   using Tile = SmemTile<Elem, kHeadDim>;
-  using Scores = float[kKeyTiles][4];
+  using Scores = float[kRowTiles][kKeyTiles][4];
 
-  __device__ explicit FwdConsumer(int warp) : warp_row0_(warp * 16), lane_(threadIdx.x % 32) {
+  __device__ explicit FwdConsumer(int warp) : warp_row0_(warp * kWarpRows), lane_(threadIdx.x % 32) {
 #pragma unroll
-    for (int t = 0; t < kDimTiles; ++t) o_[t][0] = o_[t][1] = o_[t][2] = o_[t][3] = 0.0f;
-    row_max_[0] = row_max_[1] = -INFINITY;
-    row_sum_[0] = row_sum_[1] = 0.0f;
+    for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+      for (int t = 0; t < kDimTiles; ++t) o_[m][t][0] = o_[m][t][1] = o_[m][t][2] = o_[m][t][3] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r) {
+      row_max_[r] = -INFINITY;
+      row_sum_[r] = 0.0f;
+    }
   }
 
-  // Q stays in registers for the whole KV loop: it is reused by every tile.
-  __device__ void load_q(const Elem* sq) {
-    const int row = warp_row0_ + (lane_ % 8) + ((lane_ / 8) % 2) * 8;
+  __device__ void scores(const Elem* sq, const Elem* sk, Scores& s) const {
 #pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk)
-      ptx::ldmatrix_x4(q_[kk], ptx::smem_addr(sq + Tile::offset(row, 2 * kk + lane_ / 16)));
-  }
-
-  __device__ void scores(const Elem* sk, Scores& s) const {
+    for (int m = 0; m < kRowTiles; ++m)
 #pragma unroll
-    for (int t = 0; t < kKeyTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
-    const int key = (lane_ % 8) + (lane_ / 16) * 8;
+      for (int t = 0; t < kKeyTiles; ++t) s[m][t][0] = s[m][t][1] = s[m][t][2] = s[m][t][3] = 0.0f;
+    const Reader q_rows(sq, warp_row0_ + (lane_ % 8) + ((lane_ / 8) % 2) * 8, lane_ / 16);
+    const Reader k_rows(sk, (lane_ % 8) + (lane_ / 16) * 8, (lane_ / 8) % 2);
 #pragma unroll
     for (int kk = 0; kk < kQSteps; ++kk) {
+      std::uint32_t a[kRowTiles][4];
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], q_rows.at(16 * m, 2 * kk));
 #pragma unroll
       for (int pair = 0; pair < kKeyTiles / 2; ++pair) {
         std::uint32_t b[4];
-        ptx::ldmatrix_x4(b, ptx::smem_addr(sk + Tile::offset(pair * 16 + key, 2 * kk + (lane_ / 8) % 2)));
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[2 * pair], q_[kk], b[0], b[1]);
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[2 * pair + 1], q_[kk], b[2], b[3]);
+        ptx::ldmatrix_x4(b, k_rows.at(16 * pair, 2 * kk));
+#pragma unroll
+        for (int m = 0; m < kRowTiles; ++m) {
+          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair], a[m], b[0], b[1]);
+          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair + 1], a[m], b[2], b[3]);
+        }
       }
     }
   }
@@ -57,24 +72,27 @@ class FwdConsumer {
   // Keys at tile offset >= valid do not exist for this block (vbs).
   __device__ void mask_keys(Scores& s, int valid) const {
 #pragma unroll
-    for (int t = 0; t < kKeyTiles; ++t)
+    for (int m = 0; m < kRowTiles; ++m)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (t * 8 + 2 * (lane_ % 4) + (e & 1) >= valid) s[t][e] = -INFINITY;
+      for (int t = 0; t < kKeyTiles; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (t * 8 + 2 * (lane_ % 4) + (e & 1) >= valid) s[m][t][e] = -INFINITY;
   }
 
   // Online softmax: s becomes P = exp2(s·scale·log2e − running max); O and the
   // partial row sums are rescaled when the max grows. Every tile has key 0
   // valid, so the running max is finite after the first tile (no inf − inf).
   __device__ void softmax(Scores& s, float scale_log2) {
-    float new_max[2];
+    float new_max[kRowSlots];
     bool grew = false;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kRowSlots; ++r) {
+      const int m = r / 2, h = r % 2;
       float tile_max = -INFINITY;
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t)
-        tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
+        tile_max = fmaxf(tile_max, fmaxf(s[m][t][2 * h], s[m][t][2 * h + 1]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
       new_max[r] = fmaxf(row_max_[r], tile_max * scale_log2);
@@ -84,18 +102,20 @@ class FwdConsumer {
     // no row of the warp, the rescale (a multiply per O accumulator) is skipped.
     if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < kRowSlots; ++r) {
+        const int m = r / 2, h = r % 2;
         const float correction = ptx::exp2_fast(row_max_[r] - new_max[r]);
         row_sum_[r] *= correction;
 #pragma unroll
         for (int t = 0; t < kDimTiles; ++t) {
-          o_[t][2 * r] *= correction;
-          o_[t][2 * r + 1] *= correction;
+          o_[m][t][2 * h] *= correction;
+          o_[m][t][2 * h + 1] *= correction;
         }
       }
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kRowSlots; ++r) {
+      const int m = r / 2, h = r % 2;
       row_max_[r] = new_max[r];
       // Row sums stay per-lane partials until the epilogue: the correction
       // factor is the same on the four lanes of a row, so partials scale alike.
@@ -103,9 +123,9 @@ class FwdConsumer {
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) {
 #pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[t][e] = ptx::exp2_fast(fmaf(s[t][e], scale_log2, -new_max[r]));
-          sum += s[t][e];
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[m][t][e] = ptx::exp2_fast(fmaf(s[m][t][e], scale_log2, -new_max[r]));
+          sum += s[m][t][e];
         }
       }
       row_sum_[r] += sum;
@@ -114,37 +134,42 @@ class FwdConsumer {
 
   // O += P·V: the S accumulators of two adjacent key tiles form one A fragment.
   __device__ void accumulate_pv(const Scores& p, const Elem* sv) {
-    const int key = (lane_ % 8) + ((lane_ / 8) % 2) * 8;
+    const Reader v_rows(sv, (lane_ % 8) + ((lane_ / 8) % 2) * 8, lane_ / 16);
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
-      const std::uint32_t a[4] = {
-          ElemTraits<Elem>::pack(p[2 * kk][0], p[2 * kk][1]),
-          ElemTraits<Elem>::pack(p[2 * kk][2], p[2 * kk][3]),
-          ElemTraits<Elem>::pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-          ElemTraits<Elem>::pack(p[2 * kk + 1][2], p[2 * kk + 1][3]),
-      };
+      std::uint32_t a[kRowTiles][4];
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) {
+        a[m][0] = ElemTraits<Elem>::pack(p[m][2 * kk][0], p[m][2 * kk][1]);
+        a[m][1] = ElemTraits<Elem>::pack(p[m][2 * kk][2], p[m][2 * kk][3]);
+        a[m][2] = ElemTraits<Elem>::pack(p[m][2 * kk + 1][0], p[m][2 * kk + 1][1]);
+        a[m][3] = ElemTraits<Elem>::pack(p[m][2 * kk + 1][2], p[m][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int pair = 0; pair < kDimTiles / 2; ++pair) {
         std::uint32_t b[4];
-        ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sv + Tile::offset(kk * 16 + key, 2 * pair + lane_ / 16)));
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(o_[2 * pair], a, b[0], b[1]);
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(o_[2 * pair + 1], a, b[2], b[3]);
+        ptx::ldmatrix_x4_trans(b, v_rows.at(16 * kk, 2 * pair));
+#pragma unroll
+        for (int m = 0; m < kRowTiles; ++m) {
+          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(o_[m][2 * pair], a[m], b[0], b[1]);
+          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(o_[m][2 * pair + 1], a[m], b[2], b[3]);
+        }
       }
     }
   }
 
   __device__ int warp_row0() const { return warp_row0_; }
   __device__ int lane() const { return lane_; }
-  __device__ const float (&o() const)[kDimTiles][4] { return o_; }
+  __device__ const float (&o() const)[kRowTiles][kDimTiles][4] { return o_; }
   __device__ float row_max(int r) const { return row_max_[r]; }
   __device__ float row_sum(int r) const { return row_sum_[r]; }
 
  private:
   static constexpr int kQSteps = kHeadDim / 16;  // k-steps of S = Q·Kᵀ
+  using Reader = SwizzledReader<Elem, kHeadDim>;
   int warp_row0_, lane_;
-  std::uint32_t q_[kQSteps][4];
-  float o_[kDimTiles][4];
-  float row_max_[2], row_sum_[2];
+  float o_[kRowTiles][kDimTiles][4];
+  float row_max_[kRowSlots], row_sum_[kRowSlots];
 };
 
 }  // namespace vsa::cuda::sm80

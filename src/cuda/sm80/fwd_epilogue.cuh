@@ -11,8 +11,8 @@
 
 namespace vsa::cuda::sm80 {
 
-// `stage` is a free 64-row tile of shared memory (the KV loop has ended with a
-// barrier); each warp stages its own 16 rows there, so no CTA barrier is needed.
+// `stage` is the CTA's shared Q tile: each warp stages its output rows over
+// its own Q rows, which no other warp reads, so no CTA barrier is needed.
 template <class Elem, int kHeadDim>
 __device__ void write_output(const FwdConsumer<Elem, kHeadDim>& c, Elem* stage, Elem* out_rows,
                              std::int64_t out_row_stride, float* lse_rows) {
@@ -20,9 +20,9 @@ __device__ void write_output(const FwdConsumer<Elem, kHeadDim>& c, Elem* stage, 
   using Tile = typename Consumer::Tile;
   const int lane = c.lane();
   const int row0 = c.warp_row0();
-  float inv_sum[2], lse[2];
+  float inv_sum[Consumer::kRowSlots], lse[Consumer::kRowSlots];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < Consumer::kRowSlots; ++r) {
     float sum = c.row_sum(r);
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
@@ -33,24 +33,25 @@ __device__ void write_output(const FwdConsumer<Elem, kHeadDim>& c, Elem* stage, 
 #pragma unroll
   for (int t = 0; t < Consumer::kDimTiles; ++t) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < Consumer::kRowSlots; ++r) {
+      const int m = r / 2, h = r % 2;
       const int row = row0 + lane / 4 + 8 * r;
       const int col = 2 * (lane % 4);
       *reinterpret_cast<std::uint32_t*>(stage + Tile::offset(row, t) + col) =
-          ElemTraits<Elem>::pack(c.o()[t][2 * r] * inv_sum[r], c.o()[t][2 * r + 1] * inv_sum[r]);
+          ElemTraits<Elem>::pack(c.o()[m][t][2 * h] * inv_sum[r], c.o()[m][t][2 * h + 1] * inv_sum[r]);
     }
   }
   __syncwarp();
 #pragma unroll
-  for (int i = lane; i < 16 * Tile::kChunks; i += 32) {
+  for (int i = lane; i < Consumer::kWarpRows * Tile::kChunks; i += 32) {
     const int row = row0 + i / Tile::kChunks;
     const int chunk = i % Tile::kChunks;
     *reinterpret_cast<uint4*>(out_rows + row * out_row_stride + chunk * 8) =
         *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk));
   }
   if (lse_rows != nullptr && lane % 4 == 0) {
-    lse_rows[row0 + lane / 4] = lse[0];
-    lse_rows[row0 + lane / 4 + 8] = lse[1];
+#pragma unroll
+    for (int r = 0; r < Consumer::kRowSlots; ++r) lse_rows[row0 + lane / 4 + 8 * r] = lse[r];
   }
 }
 

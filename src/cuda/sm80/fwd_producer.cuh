@@ -1,7 +1,7 @@
-// Producer side of the portable forward kernel: 64-row tiles of Q, K and V
+// Producer side of the portable forward kernel: tiles of Q, K and V rows
 // copied global -> shared with cp.async, 16 bytes per thread per copy.
 //
-// Shared layout: a tile is [64][D] elements; the 16-byte chunk c of row r sits
+// Shared layout: a tile is [rows][D] elements; the 16-byte chunk c of row r sits
 // at chunk position c ^ (r % 8). ldmatrix reads 8 rows at one chunk column,
 // and the XOR spreads those 8 rows over all 32 banks (no conflicts).
 #pragma once
@@ -23,25 +23,55 @@ struct SmemTile {
   }
 };
 
-// All threads of the CTA issue the copy of rows [0, 64) starting at `src`,
-// consecutive rows `row_stride` elements apart; consecutive threads take
-// consecutive chunks of a row, so each row is one coalesced 128/256-byte read.
-// A thread keeps one chunk column and steps down the rows, so its addresses
-// advance by constants: one base address, then adds.
-template <class Elem, int kHeadDim, int kThreads>
+// A lane's ldmatrix addresses in a swizzled tile, one XOR each. The lane
+// reads row `row` (+ multiples of 8) at chunk `even + chunk_bit` for even,
+// compile-time `even`. Rows are 128-byte aligned (tiles start at multiples of
+// 128 bytes, rows are 128 or 256 bytes), so the swizzle of the low 3 chunk
+// bits is an XOR on address bits 4-6, which the row part leaves zero:
+// base carries the lane's row and chunk bit, and each read XORs in its chunk.
+template <class Elem, int kHeadDim>
+class SwizzledReader {
+ public:
+  __device__ SwizzledReader(const Elem* tile, int row, int chunk_bit)
+      : base_(ptx::smem_addr(tile + row * kHeadDim) + ((((row & 7) ^ chunk_bit)) << 4)) {}
+
+  // row_offset: a multiple of 8; even_chunk: an even chunk index.
+  __device__ std::uint32_t at(int row_offset, int even_chunk) const {
+    return (base_ ^ static_cast<std::uint32_t>((even_chunk & 7) << 4)) +
+           static_cast<std::uint32_t>(((even_chunk >> 3) << 7) + row_offset * kHeadDim * static_cast<int>(sizeof(Elem)));
+  }
+
+ private:
+  std::uint32_t base_;
+};
+
+// All threads of the CTA issue the copy of rows [0, kRows) starting at `src`,
+// consecutive rows `row_stride` elements apart. The threads of a row take
+// consecutive 16-byte chunks, so each row is read by coalesced 128-byte
+// requests, and a pass covers a multiple of 8 rows (the swizzle period). A
+// thread keeps its row and chunk columns across passes, and the swizzle only
+// permutes chunks inside each group of 8, so its addresses advance by
+// constants: one base address, then adds.
+template <class Elem, int kHeadDim, int kThreads, int kRows = kTileRows>
 __device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std::int64_t row_stride) {
   using Tile = SmemTile<Elem, kHeadDim>;
-  constexpr int kRowsPerPass = kThreads / Tile::kChunks;
-  static_assert(kThreads % Tile::kChunks == 0 && kTileRows % kRowsPerPass == 0 && kRowsPerPass % 8 == 0,
-                "each pass covers whole rows, and rows a pass apart share their swizzle");
-  const int row = static_cast<int>(threadIdx.x) / Tile::kChunks;
-  const int chunk = static_cast<int>(threadIdx.x) % Tile::kChunks;
+  constexpr int kThreadsPerRow = kThreads / 8 < Tile::kChunks ? kThreads / 8 : Tile::kChunks;
+  constexpr int kRowsPerPass = kThreads / kThreadsPerRow;
+  constexpr int kChunksPerThread = Tile::kChunks / kThreadsPerRow;
+  static_assert(kThreadsPerRow % 8 == 0 && Tile::kChunks % kThreadsPerRow == 0 && kRowsPerPass % 8 == 0 &&
+                    kRows % kRowsPerPass == 0,
+                "a thread's chunk columns keep their offsets under the swizzle");
+  const int row = static_cast<int>(threadIdx.x) / kThreadsPerRow;
+  const int chunk = static_cast<int>(threadIdx.x) % kThreadsPerRow;
   const std::uint32_t dst0 = ptx::smem_addr(dst + Tile::offset(row, chunk));
   const Elem* src0 = src + row * row_stride + chunk * 8;
 #pragma unroll
-  for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
-    ptx::cp_async_16(dst0 + pass * kRowsPerPass * kHeadDim * static_cast<std::uint32_t>(sizeof(Elem)),
-                     src0 + pass * kRowsPerPass * row_stride);
+  for (int pass = 0; pass < kRows / kRowsPerPass; ++pass)
+#pragma unroll
+    for (int c = 0; c < kChunksPerThread; ++c)
+      ptx::cp_async_16(
+          dst0 + (pass * kRowsPerPass * kHeadDim + c * kThreadsPerRow * 8) * static_cast<std::uint32_t>(sizeof(Elem)),
+          src0 + pass * kRowsPerPass * row_stride + c * kThreadsPerRow * 8);
 }
 
 }  // namespace vsa::cuda::sm80

@@ -1,6 +1,7 @@
-// Tile scheduler of the portable forward kernel: which 64 query rows a CTA
-// owns, and the sequence of 64-key tiles it visits — the listed KV blocks in
-// list order, each split into blk/64 tiles.
+// Tile scheduler of the portable forward kernel: which kCtaRows query rows a
+// CTA owns (a whole query block, or half of a 128-row one), and the sequence
+// of 64-key tiles it visits — the listed KV blocks in list order, each split
+// into blk/64 tiles.
 //
 // Lookups are split so the kernel can issue them a tile ahead with no branch
 // on their result: block_of() is one load of the list, valid_keys() one load
@@ -14,13 +15,14 @@
 
 namespace vsa::cuda::sm80 {
 
-constexpr int kTileRows = 64;  // query rows per CTA and keys per KV tile
+constexpr int kTileRows = 64;  // keys per KV tile
 
 __device__ __forceinline__ std::int64_t load_meta(const void* p, bool is_64, std::int64_t i) {
   return is_64 ? __ldg(static_cast<const long long*>(p) + i)
                : static_cast<std::int64_t>(__ldg(static_cast<const int*>(p) + i));
 }
 
+template <int kCtaRows>
 class FwdScheduler {
  public:
   __device__ explicit FwdScheduler(const FwdKernelParams& p)
@@ -29,7 +31,7 @@ class FwdScheduler {
         head_(static_cast<int>(blockIdx.y)),
         q_tile_(static_cast<int>(blockIdx.x)),
         tile_shift_(p.block == 2 * kTileRows ? 1 : 0) {
-    const int q_block = q_tile_ >> tile_shift_;
+    const int q_block = q_tile_ * kCtaRows / p.block;
     const std::int64_t row =
         (static_cast<std::int64_t>(batch_) * p.heads + head_) * p.num_q_blocks + q_block;
     list_ = row * p.max_kv;
@@ -40,7 +42,7 @@ class FwdScheduler {
   __device__ int head() const { return head_; }
   __device__ int kv_head() const { return head_ / p_.kv_group; }
   __device__ std::int64_t first_query_row() const {
-    return static_cast<std::int64_t>(q_tile_) * kTileRows;
+    return static_cast<std::int64_t>(q_tile_) * kCtaRows;
   }
   __device__ int num_tiles() const { return num_tiles_; }
 
@@ -61,7 +63,7 @@ class FwdScheduler {
 
  private:
   const FwdKernelParams& p_;
-  int batch_, head_, q_tile_;
+  int batch_, head_, q_tile_;  // q_tile_: index of the CTA's kCtaRows-row query tile
   int tile_shift_;  // log2(blk / 64): blocks of 64 or 128 keys
   std::int64_t list_;
   int num_tiles_;
