@@ -11,6 +11,7 @@
 
 #include "core/layout.hpp"
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/device_guard.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/sm80/fwd_launch.hpp"
 
@@ -118,7 +119,7 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
   kp.block = static_cast<int>(s.block);
   kp.scale_log2 = scale * kLog2e;
 
-  check_cuda(cudaSetDevice(in.q.device_index), "cudaSetDevice");
+  const DeviceGuard device(in.q.device_index);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   if (in.q.dtype == DType::bf16)
     launch_for_dim<__nv_bfloat16>(kp, s, stream);

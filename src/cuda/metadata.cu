@@ -6,6 +6,7 @@
 
 #include "core/layout.hpp"
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/device_guard.hpp"
 #include "cuda/cuda_backend.hpp"
 
 namespace vsa::cuda {
@@ -81,7 +82,7 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
   const std::int64_t rows = block_map.shape[0] * block_map.shape[1] * block_map.shape[2];
   const int nk = static_cast<int>(block_map.shape[3]);
   constexpr int kThreads = 256;  // 8 rows per block
-  check_cuda(cudaSetDevice(block_map.device_index), "cudaSetDevice");
+  const DeviceGuard device(block_map.device_index);
   map_to_index_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<const std::uint8_t*>(block_map.data), rows, nk, q2k_idx.data, q2k_num.data,
       q2k_idx.dtype == DType::i64);
@@ -92,7 +93,7 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
                     const TensorRef& k2q_idx, const TensorRef& k2q_num, void* stream) {
   const std::int64_t bh = q2k_idx.shape[0] * q2k_idx.shape[1];
   const auto s = static_cast<cudaStream_t>(stream);
-  check_cuda(cudaSetDevice(q2k_idx.device_index), "cudaSetDevice");
+  const DeviceGuard device(q2k_idx.device_index);
   // The kernel counts with 32-bit atomics directly in k2q_num.
   if (k2q_num.dtype != DType::i32)
     throw Error(ErrorKind::unsupported, "k2q_num.dtype", "int32 on CUDA", dtype_name(k2q_num.dtype));

@@ -44,33 +44,49 @@ class DeviceInputs {
   DeviceMirror q_, k_, v_, idx_, num_, vbs_;
 };
 
+// Runs one case on device 0 with `caller_device` current during the call:
+// the library must launch on the tensors' device and leave the caller's
+// current device as it found it.
+void expect_gpu_forward_matches(const AttentionCase& c, bool need_lse, int caller_device) {
+  AttentionProblem problem(on_gpu(c), next_seed());
+  ForwardParams p = problem.forward_params(need_lse);  // poisons out and lse first
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const DeviceInputs device(problem);
+  const DeviceMirror out(problem.out), lse(problem.lse);
+  p.in = device.inputs();
+  p.out = out.ref();
+  p.lse = need_lse ? lse.ref() : TensorRef{};
+  ASSERT_TRUE(supported(p.in).ok) << supported(p.in).reason;
+  ASSERT_EQ(cudaSetDevice(caller_device), cudaSuccess);
+  forward(p);
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, caller_device) << "forward changed the caller's current device";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.copy_back();
+  lse.copy_back();
+  problem.expect_forward_matches(need_lse);
+}
+
 class CudaForward : public ::testing::TestWithParam<AttentionCase> {
  protected:
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   }
-
-  void run(bool need_lse) {
-    AttentionProblem problem(on_gpu(GetParam()), next_seed());
-    ForwardParams p = problem.forward_params(need_lse);  // poisons out and lse first
-    const DeviceInputs device(problem);
-    const DeviceMirror out(problem.out), lse(problem.lse);
-    p.in = device.inputs();
-    p.out = out.ref();
-    p.lse = need_lse ? lse.ref() : TensorRef{};
-    ASSERT_TRUE(supported(p.in).ok) << supported(p.in).reason;
-    forward(p);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    out.copy_back();
-    lse.copy_back();
-    problem.expect_forward_matches(need_lse);
-  }
+  void run(bool need_lse) { expect_gpu_forward_matches(GetParam(), need_lse, 0); }
 };
 
 TEST_P(CudaForward, MatchesReference) { run(true); }
 TEST_P(CudaForward, WithoutLseLeavesLseUntouched) { run(false); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaForward, ::testing::ValuesIn(attention_cases()), case_name);
+
+TEST(CudaDevice, CallersCurrentDeviceIsKept) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) GTEST_SKIP() << "needs two CUDA devices";
+  expect_gpu_forward_matches(attention_cases().front(), true, 1);
+}
 
 TEST(CudaSupport, Float32IsRefusedWithAReason) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";

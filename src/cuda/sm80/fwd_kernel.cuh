@@ -28,15 +28,17 @@ constexpr int fwd_smem_bytes() {
   return (kCtaRows + 2 * kTileRows) * kHeadDim * static_cast<int>(sizeof(Elem));  // Q, K, V
 }
 
-// Occupancy target, 8 warps per SM at D = 128 (O and S take ~200 registers)
-// and 12 at D = 64; it caps registers at 65536 / (threads · CTAs).
-template <int kHeadDim, int kCtaRows>
+// Occupancy target: 8 warps per SM, two per scheduler, which caps registers
+// at 255. Registers are split per scheduler, so a third warp per scheduler
+// would cap them at 168: D = 128 needs ~200 for O and S alone, and D = 64
+// spills there (measured slower than 8 warps without spills).
+template <int kCtaRows>
 constexpr int fwd_ctas_per_sm() {
-  return (kHeadDim == 128 ? 8 : 12) / (kCtaRows / 32);
+  return 8 / (kCtaRows / 32);
 }
 
 template <class Elem, int kHeadDim, int kCtaRows>
-__global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kHeadDim, kCtaRows>())
+__global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaRows>())
     fwd_kernel(const __grid_constant__ FwdKernelParams p) {
   using Tile = SmemTile<Elem, kHeadDim>;
   using Consumer = FwdConsumer<Elem, kHeadDim>;
