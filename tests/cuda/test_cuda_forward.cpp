@@ -4,6 +4,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
 #include "attention_cases.hpp"
 #include "device_buffer.hpp"
 
@@ -44,11 +48,10 @@ class DeviceInputs {
   DeviceMirror q_, k_, v_, idx_, num_, vbs_;
 };
 
-// Runs one case on device 0 with `caller_device` current during the call:
+// Runs a problem on device 0 with `caller_device` current during the call:
 // the library must launch on the tensors' device and leave the caller's
 // current device as it found it.
-void expect_gpu_forward_matches(const AttentionCase& c, bool need_lse, int caller_device) {
-  AttentionProblem problem(on_gpu(c), next_seed());
+void expect_gpu_forward_matches(AttentionProblem& problem, bool need_lse, int caller_device) {
   ForwardParams p = problem.forward_params(need_lse);  // poisons out and lse first
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const DeviceInputs device(problem);
@@ -74,7 +77,10 @@ class CudaForward : public ::testing::TestWithParam<AttentionCase> {
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   }
-  void run(bool need_lse) { expect_gpu_forward_matches(GetParam(), need_lse, 0); }
+  void run(bool need_lse) {
+    AttentionProblem problem(on_gpu(GetParam()), next_seed());
+    expect_gpu_forward_matches(problem, need_lse, 0);
+  }
 };
 
 TEST_P(CudaForward, MatchesReference) { run(true); }
@@ -82,10 +88,58 @@ TEST_P(CudaForward, WithoutLseLeavesLseUntouched) { run(false); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaForward, ::testing::ValuesIn(attention_cases()), case_name);
 
+// Blocks cut on both sides of every boundary the kernel steps over: its
+// 32-key scoring steps (D = 64), its 64-key tiles (blk = 128), the block end.
+class CudaPartialBlocks : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaPartialBlocks, EveryCutMatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [head_dim, block] = GetParam();
+  const std::vector<std::int64_t> cuts =
+      block == 64 ? std::vector<std::int64_t>{1, 31, 32, 33, 63, 64}
+                  : std::vector<std::int64_t>{1, 31, 32, 33, 63, 64, 65, 95, 96, 97, 127, 128};
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = head_dim;
+  c.block = block;
+  c.num_q_blocks = 2;
+  c.num_kv_blocks = static_cast<std::int64_t>(cuts.size());
+  c.max_kv = c.num_kv_blocks;
+  AttentionProblem problem(c, next_seed());
+  std::vector<std::int64_t> every_block;
+  for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) {
+    problem.set_vbs(j, cuts[j]);
+    every_block.push_back(j);
+  }
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t i = 0; i < c.num_q_blocks; ++i) problem.set_list(0, h, i, every_block);
+  expect_gpu_forward_matches(problem, true, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DimsAndBlocks, CudaPartialBlocks,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128)));
+
+// A single cut per block, alone in the list: the first scored step of the
+// row is the partial one (the running max starts there).
+TEST(CudaPartialBlocks, ListOfOnePartialBlock) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.num_q_blocks = 4;
+  c.num_kv_blocks = 4;
+  AttentionProblem problem(c, next_seed());
+  const std::int64_t cuts[] = {1, 32, 33, 63};
+  for (std::int64_t j = 0; j < 4; ++j) problem.set_vbs(j, cuts[j]);
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t i = 0; i < 4; ++i) problem.set_list(0, h, i, {i});
+  expect_gpu_forward_matches(problem, true, 0);
+}
+
 TEST(CudaDevice, CallersCurrentDeviceIsKept) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) GTEST_SKIP() << "needs two CUDA devices";
-  expect_gpu_forward_matches(attention_cases().front(), true, 1);
+  AttentionProblem problem(on_gpu(attention_cases().front()), next_seed());
+  expect_gpu_forward_matches(problem, true, 1);
 }
 
 TEST(CudaSupport, Float32IsRefusedWithAReason) {
