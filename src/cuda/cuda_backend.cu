@@ -13,7 +13,9 @@
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/kernel_choice.hpp"
 #include "cuda/sm80/fwd_launch.hpp"
+#include "cuda/sm90/fwd_launch.hpp"
 
 namespace vsa::cuda {
 namespace {
@@ -47,7 +49,15 @@ void launch_for_block(const sm80::FwdKernelParams& kp, const ProblemShape& s, cu
 }
 
 template <class Elem>
-void launch_for_dim(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
+void launch_for_dim(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream,
+                    ForwardKernel kernel) {
+  if (kernel == ForwardKernel::sm90) {
+    if (s.head_dim == 64)
+      sm90::launch_fwd<Elem, 64>(kp, static_cast<int>(s.batch), stream);
+    else
+      sm90::launch_fwd<Elem, 128>(kp, static_cast<int>(s.batch), stream);
+    return;
+  }
   if (s.head_dim == 64)
     launch_for_block<Elem, 64>(kp, s, stream);
   else
@@ -119,12 +129,13 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
   kp.block = static_cast<int>(s.block);
   kp.scale_log2 = scale * kLog2e;
 
+  const ForwardKernel kernel = forward_kernel_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   if (in.q.dtype == DType::bf16)
-    launch_for_dim<__nv_bfloat16>(kp, s, stream);
+    launch_for_dim<__nv_bfloat16>(kp, s, stream, kernel);
   else
-    launch_for_dim<__half>(kp, s, stream);
+    launch_for_dim<__half>(kp, s, stream, kernel);
 }
 
 }  // namespace vsa::cuda

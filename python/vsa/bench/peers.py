@@ -8,6 +8,7 @@ the same way, so a broken or missing peer never stops the run.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -48,6 +49,27 @@ def ours(p: Problem) -> Forward:
     # computes lse when a backward will need it.
     return lambda q, k, v: vsa.block_sparse_attn(q, k, v, p.q2k_idx, p.q2k_num,
                                                  p.variable_block_sizes, need_lse=False)[0]
+
+
+def ours_portable(p: Problem) -> Forward:
+    """vsa's portable mma.sync kernel on a Hopper GPU, where 'vsa' runs the sm_90 kernel: the
+    VSA_CUDA_KERNEL override is set around each call."""
+    if p.device.type != "cuda" or torch.cuda.get_device_capability(p.device) != (9, 0):
+        raise Unavailable("only distinct from 'vsa' on sm_90 GPUs")
+    run = ours(p)
+
+    def forward(q, k, v):
+        previous = os.environ.get("VSA_CUDA_KERNEL")
+        os.environ["VSA_CUDA_KERNEL"] = "sm80"
+        try:
+            return run(q, k, v)
+        finally:
+            if previous is None:
+                del os.environ["VSA_CUDA_KERNEL"]
+            else:
+                os.environ["VSA_CUDA_KERNEL"] = previous
+
+    return forward
 
 
 def _fastvideo(p: Problem):
@@ -156,6 +178,7 @@ def _dense(backend: SDPBackend | None) -> Callable[[Problem], Forward]:
 
 SPARSE_PEERS: dict[str, Callable[[Problem], Forward]] = {
     "vsa": ours,
+    "vsa-portable": ours_portable,
     "fastvideo-tk": fastvideo_tk,
     "fastvideo-triton": fastvideo_triton,
     "flex": flex,

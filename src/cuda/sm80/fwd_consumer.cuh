@@ -21,10 +21,12 @@
 
 namespace vsa::cuda::sm80 {
 
-template <class Elem, int kHeadDim>
+// kRowTiles: m16 row tiles per warp (2 here; the sm_90 kernel, whose warps
+// own 16 rows of a warpgroup's 64, uses 1 and only the softmax and epilogue).
+template <class Elem, int kHeadDim, int kRowTiles_ = 2>
 class FwdConsumer {
  public:
-  static constexpr int kRowTiles = 2;                // m16 tiles per warp
+  static constexpr int kRowTiles = kRowTiles_;       // m16 tiles per warp
   static constexpr int kWarpRows = 16 * kRowTiles;   // query rows per warp
   static constexpr int kRowSlots = 2 * kRowTiles;    // rows per lane
   static constexpr int kKeyTiles = kTileRows / 8;    // 8-key column tiles of S
@@ -161,6 +163,7 @@ class FwdConsumer {
   __device__ int warp_row0() const { return warp_row0_; }
   __device__ int lane() const { return lane_; }
   __device__ const float (&o() const)[kRowTiles][kDimTiles][4] { return o_; }
+  __device__ float (&accumulators())[kRowTiles][kDimTiles][4] { return o_; }
   __device__ float row_max(int r) const { return row_max_[r]; }
   __device__ float row_sum(int r) const { return row_sum_[r]; }
 

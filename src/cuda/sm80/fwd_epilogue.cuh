@@ -13,10 +13,10 @@ namespace vsa::cuda::sm80 {
 
 // `stage` is the CTA's shared Q tile: each warp stages its output rows over
 // its own Q rows, which no other warp reads, so no CTA barrier is needed.
-template <class Elem, int kHeadDim>
-__device__ void write_output(const FwdConsumer<Elem, kHeadDim>& c, Elem* stage, Elem* out_rows,
+template <class Elem, int kHeadDim, int kRowTiles>
+__device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles>& c, Elem* stage, Elem* out_rows,
                              std::int64_t out_row_stride, float* lse_rows) {
-  using Consumer = FwdConsumer<Elem, kHeadDim>;
+  using Consumer = FwdConsumer<Elem, kHeadDim, kRowTiles>;
   using Tile = typename Consumer::Tile;
   const int lane = c.lane();
   const int row0 = c.warp_row0();

@@ -1,0 +1,38 @@
+#include "cuda/kernel_choice.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "vsa/error.hpp"
+
+namespace vsa::cuda {
+namespace {
+
+// VSA_HAS_SM90A is defined by CMake when VSA_CUDA_ARCHS names 90a.
+constexpr bool kBuiltWithSm90a =
+#ifdef VSA_HAS_SM90A
+    true;
+#else
+    false;
+#endif
+
+}  // namespace
+
+const char* forward_kernel_name(ForwardKernel k) { return k == ForwardKernel::sm90 ? "sm90" : "sm80"; }
+
+ForwardKernel forward_kernel_for(int compute_capability) {
+  const bool sm90_runs = kBuiltWithSm90a && compute_capability == 90;
+  const char* requested = std::getenv("VSA_CUDA_KERNEL");
+  if (requested == nullptr || requested[0] == '\0') return sm90_runs ? ForwardKernel::sm90 : ForwardKernel::sm80;
+  if (std::strcmp(requested, "sm80") == 0) return ForwardKernel::sm80;
+  if (std::strcmp(requested, "sm90") == 0) {
+    if (sm90_runs) return ForwardKernel::sm90;
+    throw Error(ErrorKind::unsupported, "VSA_CUDA_KERNEL", "a kernel this device and build can run",
+                std::string("sm90 on compute capability ") + std::to_string(compute_capability) +
+                    (kBuiltWithSm90a ? "" : " (this build has no sm_90a code)"));
+  }
+  throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80 or sm90 (or unset)", requested);
+}
+
+}  // namespace vsa::cuda

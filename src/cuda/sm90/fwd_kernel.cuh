@@ -1,0 +1,183 @@
+// Hopper (sm_90a) block-sparse forward, first version: one warpgroup (four
+// warps, 128 threads) per 64-row query tile, S = Q·Kᵀ and O += P·V on
+// wgmma. Q, K and V are read by the tensor cores straight from shared memory
+// (no ldmatrix through registers); P goes from the S accumulators to the
+// A operand of the second product in registers.
+//
+// Loads are cp.async into the 128-byte-swizzled layout wgmma reads, one K
+// and one V buffer pipelined against each other as in the sm80 kernel. The
+// online softmax and the epilogue are the sm80 kernel's, with one 16-row tile
+// per warp (the wgmma accumulator fragment of a warp is the mma.sync one).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/cuda_check.hpp"
+#include "cuda/sm80/fwd_epilogue.cuh"
+#include "cuda/sm90/wgmma.cuh"
+
+namespace vsa::cuda::sm90 {
+
+using sm80::FwdKernelParams;
+using sm80::kTileRows;
+
+constexpr int kThreads = 128;  // one warpgroup
+
+// A [64 rows][D] tile in the 128-byte-swizzled layout: column blocks of 64
+// elements, each [64 rows][128 bytes], chunk c of row r at c ^ (r % 8).
+template <int kHeadDim>
+struct SwizzledTile {
+  static constexpr int kBlockBytes = kTileRows * 128;           // one 64-column block
+  static constexpr int kBytes = kHeadDim / 64 * kBlockBytes;    // 8 KB per 64 columns
+  __device__ static std::uint32_t offset(int row, int chunk) {  // chunk: 16 bytes
+    return static_cast<std::uint32_t>((chunk / 8) * kBlockBytes + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
+  }
+};
+
+// The CTA's 128 threads copy a [64][D] tile whose rows are `row_stride`
+// elements apart. Each thread keeps one chunk column; passes step by whole
+// swizzle periods, so its addresses advance by constants.
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, std::int64_t row_stride) {
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  static_assert(kRowsPerPass % 8 == 0, "passes keep a thread's swizzle");
+  const int row = static_cast<int>(threadIdx.x) / kChunks;
+  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+  const std::uint32_t dst0 = dst + SwizzledTile<kHeadDim>::offset(row, chunk);
+  const Elem* src0 = src + row * row_stride + chunk * 8;
+#pragma unroll
+  for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
+    ptx::cp_async_16(dst0 + pass * kRowsPerPass * 128, src0 + pass * kRowsPerPass * row_stride);
+}
+
+// Descriptors: K-major operands (Q, K) have 8-row groups 1024 bytes apart and
+// step 32 bytes per k16 inside a 64-column block; V is N-major (its rows are
+// keys), with 64-column blocks kBlockBytes apart and 8-key groups 1024 apart.
+template <int kHeadDim>
+__device__ __forceinline__ std::uint64_t k_major_desc(std::uint32_t tile, int k_step) {
+  const std::uint32_t addr = tile + (k_step / 4) * SwizzledTile<kHeadDim>::kBlockBytes + (k_step % 4) * 32;
+  return smem_desc(addr, 16, 1024);
+}
+template <int kHeadDim>
+__device__ __forceinline__ std::uint64_t v_desc(std::uint32_t tile, int key_step) {
+  return smem_desc(tile + key_step * 16 * 128, SwizzledTile<kHeadDim>::kBlockBytes, 1024);
+}
+
+template <class Elem, int kHeadDim>
+__global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant__ FwdKernelParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = SwizzledTile<kHeadDim>;
+  using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1>;
+  constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  // The swizzle is applied to address bits, so tiles start on 1024 bytes.
+  const std::uint32_t base = (ptx::smem_addr(smem) + 1023u) & ~1023u;
+  const std::uint32_t sq = base, sk = base + Tile::kBytes, sv = base + 2 * Tile::kBytes;
+
+  const sm80::FwdScheduler<kTileRows> sched(p);
+  const std::int64_t q_row0 = sched.first_query_row();
+  const Elem* q = static_cast<const Elem*>(p.q) + sched.batch() * p.q_stride.batch +
+                  sched.head() * p.q_stride.head + q_row0 * p.q_stride.seq;
+  const Elem* k = static_cast<const Elem*>(p.k) + sched.batch() * p.k_stride.batch +
+                  sched.kv_head() * p.k_stride.head;
+  const Elem* v = static_cast<const Elem*>(p.v) + sched.batch() * p.v_stride.batch +
+                  sched.kv_head() * p.v_stride.head;
+  const int num_tiles = sched.num_tiles();
+
+  load_tile<Elem, kHeadDim>(sq, q, p.q_stride.seq);
+  const std::int64_t first_block = sched.block_of(0);
+  std::int64_t key = sched.first_key(0, first_block);
+  if (num_tiles > 0) load_tile<Elem, kHeadDim>(sk, k + key * p.k_stride.seq, p.k_stride.seq);
+  ptx::cp_async_commit();
+  std::int64_t next_block = sched.block_of(1);
+  int valid = num_tiles > 0 ? sched.valid_keys(0, first_block) : 0;
+
+  Consumer consumer(static_cast<int>(threadIdx.x) / 32);
+  float(&o)[kHeadDim / 2] = reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
+  for (int t = 0; t < num_tiles; ++t) {
+    ptx::cp_async_wait<0>();  // K(t) (and Q) written by this thread ...
+    fence_proxy_async();      // ... and visible to wgmma's reads ...
+    __syncthreads();          // ... for every thread; every warp is done with V(t-1)
+    load_tile<Elem, kHeadDim>(sv, v + key * p.v_stride.seq, p.v_stride.seq);
+    ptx::cp_async_commit();
+    const std::int64_t next_key = sched.first_key(t + 1, next_block);
+    const int valid_next = t + 1 < num_tiles ? sched.valid_keys(t + 1, next_block) : 0;
+    const std::int64_t block_after = sched.block_of(t + 2);
+
+    typename Consumer::Scores s;
+    float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
+    if (valid > 0) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk)
+        wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(sq, kk), k_major_desc<kHeadDim>(sk, kk), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(s_flat);
+      if (valid < kTileRows) consumer.mask_keys(s, valid);
+      consumer.softmax(s, p.scale_log2);
+    }
+
+    ptx::cp_async_wait<0>();  // V(t) ...
+    fence_proxy_async();
+    __syncthreads();          // ... for every thread; every warp is done with K(t)
+    if (t + 1 < num_tiles) load_tile<Elem, kHeadDim>(sk, k + next_key * p.k_stride.seq, p.k_stride.seq);
+    ptx::cp_async_commit();
+    if (valid > 0) {
+      std::uint32_t a[kTileRows / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kTileRows / 16; ++kk) {
+        a[kk][0] = ElemTraits<Elem>::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+        a[kk][1] = ElemTraits<Elem>::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+        a[kk][2] = ElemTraits<Elem>::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+        a[kk][3] = ElemTraits<Elem>::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      }
+      fence_registers(o);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTileRows / 16; ++kk) wgmma_rs<kBf16, kHeadDim>(o, a[kk], v_desc<kHeadDim>(sv, kk), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(o);
+    }
+
+    key = next_key;
+    next_block = block_after;
+    valid = valid_next;
+  }
+  ptx::cp_async_wait<0>();
+  __syncthreads();  // every wgmma read of Q is done: the epilogue stages O over it
+
+  Elem* out = static_cast<Elem*>(p.out) + sched.batch() * p.out_stride.batch +
+              sched.head() * p.out_stride.head + q_row0 * p.out_stride.seq;
+  float* lse = p.lse == nullptr
+                   ? nullptr
+                   : p.lse + (static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head()) *
+                                     (static_cast<std::int64_t>(p.num_q_blocks) * p.block) + q_row0;
+  // Generic stores into the staging rows: plain [row][D] layout, as sm80's.
+  Elem* stage = reinterpret_cast<Elem*>(smem + (sq - ptx::smem_addr(smem)));
+  sm80::write_output(consumer, stage, out, p.out_stride.seq, lse);
+#else
+  __trap();  // built only for sm_90a; dispatch never launches it elsewhere
+#endif
+}
+
+template <class Elem, int kHeadDim>
+constexpr int fwd_smem_bytes() {
+  return 3 * SwizzledTile<kHeadDim>::kBytes + 1024;  // Q, K, V, alignment slack
+}
+
+template <class Elem, int kHeadDim>
+void launch_fwd(const FwdKernelParams& p, int batch, cudaStream_t stream) {
+  constexpr int kSmem = fwd_smem_bytes<Elem, kHeadDim>();
+  static const cudaError_t attribute_status = cudaFuncSetAttribute(
+      fwd_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  check_cuda(attribute_status, "cudaFuncSetAttribute(sm90 fwd_kernel)");
+  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)),
+                  static_cast<unsigned>(p.heads), static_cast<unsigned>(batch));
+  fwd_kernel<Elem, kHeadDim><<<grid, kThreads, kSmem, stream>>>(p);
+  check_launch("fwd_kernel (sm90)");
+}
+
+}  // namespace vsa::cuda::sm90

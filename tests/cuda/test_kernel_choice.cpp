@@ -1,0 +1,59 @@
+// The dispatcher's choice of forward kernel and its override; no GPU needed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cuda/cuda_backend.hpp"
+#include "cuda/kernel_choice.hpp"
+#include "vsa/error.hpp"
+
+namespace vsa::cuda {
+namespace {
+
+// Sets VSA_CUDA_KERNEL for one test and restores the absence after it.
+class KernelChoice : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv("VSA_CUDA_KERNEL"); }
+  void TearDown() override { unsetenv("VSA_CUDA_KERNEL"); }
+  static bool built_with_sm90a() { return archs().find("90a") != std::string::npos; }
+};
+
+TEST_F(KernelChoice, HopperGetsTheHopperKernelWhenBuiltForIt) {
+  EXPECT_EQ(forward_kernel_for(90), built_with_sm90a() ? ForwardKernel::sm90 : ForwardKernel::sm80);
+}
+
+TEST_F(KernelChoice, OtherArchitecturesGetThePortableKernel) {
+  for (int cc : {80, 86, 89, 100, 103, 120}) EXPECT_EQ(forward_kernel_for(cc), ForwardKernel::sm80) << cc;
+}
+
+TEST_F(KernelChoice, OverrideSelectsThePortableKernelOnHopper) {
+  setenv("VSA_CUDA_KERNEL", "sm80", 1);
+  EXPECT_EQ(forward_kernel_for(90), ForwardKernel::sm80);
+}
+
+TEST_F(KernelChoice, HopperKernelElsewhereIsRefusedWithAReason) {
+  setenv("VSA_CUDA_KERNEL", "sm90", 1);
+  try {
+    forward_kernel_for(80);
+    FAIL() << "expected vsa::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+    EXPECT_NE(std::string(e.what()).find("VSA_CUDA_KERNEL"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("80"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(KernelChoice, UnknownOverrideIsAnInvalidArgument) {
+  setenv("VSA_CUDA_KERNEL", "sm75", 1);
+  try {
+    forward_kernel_for(90);
+    FAIL() << "expected vsa::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("sm75"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace vsa::cuda
