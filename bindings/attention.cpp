@@ -146,6 +146,8 @@ void bind_attention(nb::module_& m) {
         "elements, dtype name, 'cpu'|'cuda', device index): no memory is read.");
   m.def("cuda_compiled", &cuda_compiled, "Whether this build has CUDA kernels.");
   m.def("cuda_archs", &cuda_archs, "The CUDA architectures compiled in ('' without CUDA).");
+  m.def("cuda_forward_kernel", &cuda_forward_kernel, "device_index"_a,
+        "The CUDA forward kernel used for tensors on this device: 'sm90' or 'sm80'.");
   m.attr("kEmptyRowLse") = kEmptyRowLse;
 }
 

@@ -87,4 +87,9 @@ ProblemShape check_inputs(const AttentionInputs& inputs);
 bool cuda_compiled();
 std::string cuda_archs();
 
+// The CUDA forward kernel that runs for tensors on this device: "sm90" (the
+// Hopper wgmma kernel) or "sm80" (the portable mma.sync kernel), honoring the
+// VSA_CUDA_KERNEL override. Throws vsa::Error without a CUDA build or device.
+std::string cuda_forward_kernel(int device_index);
+
 }  // namespace vsa

@@ -5,13 +5,14 @@ the VSA layer) loads when torch is installed; vsa.numpy_forward and the build
 facts work without it.
 """
 
-from vsa._C import UnsupportedError, cuda_archs, cuda_compiled
+from vsa._C import UnsupportedError, cuda_archs, cuda_compiled, cuda_forward_kernel
 from vsa._C import kEmptyRowLse as EMPTY_ROW_LSE
 from vsa.numpy_api import numpy_forward
 
 __version__ = "0.1.0"
 
-__all__ = ["EMPTY_ROW_LSE", "UnsupportedError", "cuda_archs", "cuda_compiled", "numpy_forward"]
+__all__ = ["EMPTY_ROW_LSE", "UnsupportedError", "cuda_archs", "cuda_compiled", "cuda_forward_kernel",
+           "numpy_forward"]
 
 try:
     import torch as _torch

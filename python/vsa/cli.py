@@ -26,9 +26,25 @@ def _info(argv: Sequence[str]) -> int:
     print(f"vsa {vsa.__version__}")
     print(f"cuda kernels: {'yes' if vsa.cuda_compiled() else 'no'}")
     print(f"cuda archs: {vsa.cuda_archs() or '-'}")
+    for line in _cuda_device_lines():
+        print(line)
     from vsa.dispatch import requested_backend
     print(f"VSA_BACKEND: {requested_backend()}")
     return 0
+
+
+def _cuda_device_lines() -> list[str]:
+    """One line per visible CUDA device: its name and the forward kernel vsa runs there."""
+    import vsa
+    try:
+        import torch
+    except ModuleNotFoundError:
+        return []
+    if not vsa.cuda_compiled() or not torch.cuda.is_available():
+        return []
+    from vsa.support import cuda_forward_kernel_or_reason
+    return [f"cuda:{i} {torch.cuda.get_device_name(i)}: forward kernel "
+            f"{cuda_forward_kernel_or_reason(i)}" for i in range(torch.cuda.device_count())]
 
 
 def _bench(argv: Sequence[str]) -> int:

@@ -107,3 +107,12 @@ def _static_support(*specs_layout_scale) -> tuple[bool, str]:
     # Every argument is a plain Python value, so under torch.compile the call
     # runs once at trace time and its answer is a constant.
     return tuple(_C.supported(*specs_layout_scale))
+
+
+def cuda_forward_kernel_or_reason(device_index: int) -> str:
+    """'sm90' or 'sm80': the CUDA forward kernel vsa runs on this device (honoring
+    VSA_CUDA_KERNEL), or 'none (why)' when there is none."""
+    try:
+        return _C.cuda_forward_kernel(device_index)
+    except (_C.UnsupportedError, RuntimeError, ValueError) as e:
+        return f"none ({e})"

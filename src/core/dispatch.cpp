@@ -20,6 +20,7 @@ void require_cuda_support(const AttentionInputs& in, const ProblemShape& s) {
 
 bool cuda_compiled() { return cuda::compiled(); }
 std::string cuda_archs() { return cuda::archs(); }
+std::string cuda_forward_kernel(int device_index) { return cuda::forward_kernel(device_index); }
 
 Support supported(const AttentionInputs& in) {
   ProblemShape s{};

@@ -15,6 +15,7 @@ namespace {
 bool compiled() { return false; }
 std::string archs() { return ""; }
 int device_arch(int) { no_cuda(); }
+std::string forward_kernel(int) { no_cuda(); }
 
 Support supported(const AttentionInputs&, const ProblemShape&) {
   return Support{false, "this build of vsa has no CUDA backend"};

@@ -87,6 +87,10 @@ int device_arch(int device_index) {
   return cc;
 }
 
+std::string forward_kernel(int device_index) {
+  return forward_kernel_name(forward_kernel_for(device_arch(device_index)));
+}
+
 Support supported(const AttentionInputs& in, const ProblemShape& /*s*/) {
   if (in.q.dtype != DType::bf16 && in.q.dtype != DType::f16)
     return {false, std::string("the CUDA backend takes bfloat16 or float16 inputs, got ") +

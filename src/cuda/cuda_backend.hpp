@@ -14,6 +14,9 @@ std::string archs();  // e.g. "80;89;90;100a;103a;120" as built
 // Compute capability of a device as major*10+minor (cached per device; no sync).
 int device_arch(int device_index);
 
+// Name of the forward kernel dispatch picks for a device (see kernel_choice.hpp).
+std::string forward_kernel(int device_index);
+
 // Static support facts for CUDA tensors (arch, dtype, alignment).
 Support supported(const AttentionInputs& in, const ProblemShape& s);
 

@@ -1,4 +1,5 @@
 // The dispatcher's choice of forward kernel and its override; no GPU needed.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -6,6 +7,7 @@
 
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
+#include "vsa/attention.hpp"
 #include "vsa/error.hpp"
 
 namespace vsa::cuda {
@@ -53,6 +55,19 @@ TEST_F(KernelChoice, UnknownOverrideIsAnInvalidArgument) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("sm75"), std::string::npos) << e.what();
   }
+}
+
+// The public query names the kernel dispatch will use for the device; with
+// no device it explains instead of answering.
+TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    EXPECT_THROW(vsa::cuda_forward_kernel(0), Error);
+    return;
+  }
+  EXPECT_EQ(vsa::cuda_forward_kernel(0), forward_kernel_name(forward_kernel_for(device_arch(0))));
+  setenv("VSA_CUDA_KERNEL", "sm80", 1);
+  EXPECT_EQ(vsa::cuda_forward_kernel(0), "sm80");
 }
 
 }  // namespace

@@ -4,6 +4,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import vsa
 from vsa import cli
 
@@ -38,3 +40,15 @@ def test_python_dash_m():
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("vsa ")
+
+
+def test_forward_kernel_without_a_gpu_says_why():
+    import torch
+
+    from vsa.support import cuda_forward_kernel_or_reason
+    if torch.cuda.is_available():
+        pytest.skip("tests/python/test_cuda_forward.py checks the choice on GPUs")
+    assert cuda_forward_kernel_or_reason(0).startswith("none (")
+    expected = vsa.UnsupportedError if not vsa.cuda_compiled() else RuntimeError
+    with pytest.raises(expected):
+        vsa.cuda_forward_kernel(0)

@@ -226,3 +226,22 @@ def test_is_supported_tells_the_truth_on_gpu():
     vbs = torch.full((2,), 64, device="cuda", dtype=torch.int32)
     assert vsa.is_supported(q, q, q, vbs)
     assert not vsa.is_supported(q.float(), q.float(), q.float(), vbs)
+
+
+def test_forward_kernel_choice_and_override(monkeypatch):
+    capability = torch.cuda.get_device_capability(0)
+    hopper_code = capability == (9, 0) and "90a" in vsa.cuda_archs()
+    monkeypatch.delenv("VSA_CUDA_KERNEL", raising=False)
+    assert vsa.cuda_forward_kernel(0) == ("sm90" if hopper_code else "sm80")
+    monkeypatch.setenv("VSA_CUDA_KERNEL", "sm80")
+    assert vsa.cuda_forward_kernel(0) == "sm80"
+    # The portable kernel forced on any GPU still gives the right answer.
+    run_case(11, batch=2, heads=4, kv_heads=2, nq=5, nk=7, blk=64, dim=128, max_kv=4,
+             dtype=torch.bfloat16, layout="bhsd", index_dtype=torch.int32)
+    monkeypatch.setenv("VSA_CUDA_KERNEL", "sm75")
+    with pytest.raises(ValueError, match="VSA_CUDA_KERNEL"):
+        vsa.cuda_forward_kernel(0)
+    if not hopper_code:
+        monkeypatch.setenv("VSA_CUDA_KERNEL", "sm90")
+        with pytest.raises(vsa.UnsupportedError, match="sm90"):
+            vsa.cuda_forward_kernel(0)

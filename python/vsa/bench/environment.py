@@ -10,6 +10,7 @@ import subprocess
 import torch
 
 import vsa
+from vsa.support import cuda_forward_kernel_or_reason
 
 
 def _command(*argv: str, cwd: str | None = None) -> str:
@@ -57,5 +58,6 @@ def environment(device: torch.device) -> dict:
                                f"--id={device.index or 0}"),
             "cuda_runtime": torch.version.cuda,
             "torch_cuda_archs": torch.cuda.get_arch_list(),
+            "vsa_cuda_forward_kernel": cuda_forward_kernel_or_reason(device.index or 0),
         })
     return env
