@@ -43,6 +43,7 @@ if want build; then
     -C cmake.define.VSA_CUDA_ARCHS=90a-real -C build-dir=build/py . >> "$OUT/build.log" 2>&1 ||
     { note "pip install FAILED"; status=1; }
   grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | tee -a "$OUT/summary.txt"
+  vsa info 2>&1 | tee -a "$OUT/summary.txt"  # which forward kernel each GPU runs
 fi
 
 if want ctest; then
