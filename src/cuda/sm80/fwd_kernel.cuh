@@ -50,13 +50,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
   Elem* const sv = sk + Tile::kElems;
 
   const FwdScheduler<kCtaRows> sched(p);
-  const std::int64_t q_row0 = sched.first_query_row();
-  const Elem* q = static_cast<const Elem*>(p.q) + sched.batch() * p.q_stride.batch +
-                  sched.head() * p.q_stride.head + q_row0 * p.q_stride.seq;
-  const Elem* k = static_cast<const Elem*>(p.k) + sched.batch() * p.k_stride.batch +
-                  sched.kv_head() * p.k_stride.head;
-  const Elem* v = static_cast<const Elem*>(p.v) + sched.batch() * p.v_stride.batch +
-                  sched.kv_head() * p.v_stride.head;
+  const auto [q, k, v] = cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 
   load_tile_async<Elem, kHeadDim, kThreads, kCtaRows>(sq, q, p.q_stride.seq);
@@ -101,12 +95,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
     __syncthreads();
   }
 
-  Elem* out = static_cast<Elem*>(p.out) + sched.batch() * p.out_stride.batch +
-              sched.head() * p.out_stride.head + q_row0 * p.out_stride.seq;
-  float* lse = p.lse == nullptr
-                   ? nullptr
-                   : p.lse + (static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head()) *
-                                     (static_cast<std::int64_t>(p.num_q_blocks) * p.block) + q_row0;
+  const auto [out, lse] = cta_outputs<Elem>(p, sched);
   write_output(consumer, sq, out, p.out_stride.seq, lse);
 }
 

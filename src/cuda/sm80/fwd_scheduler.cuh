@@ -69,4 +69,39 @@ class FwdScheduler {
   int num_tiles_;
 };
 
+// Where a CTA's rows are: its first q row and the K and V rows of its
+// (batch, kv head), read from the start; its first out row and lse entry
+// (null when lse is not wanted), written at the end.
+template <class Elem>
+struct CtaInputs {
+  const Elem* q;
+  const Elem* k;
+  const Elem* v;
+};
+template <class Elem>
+struct CtaOutputs {
+  Elem* out;
+  float* lse;
+};
+
+template <class Elem, int kCtaRows>
+__device__ __forceinline__ CtaInputs<Elem> cta_inputs(const FwdKernelParams& p, const FwdScheduler<kCtaRows>& sched) {
+  return {static_cast<const Elem*>(p.q) + sched.batch() * p.q_stride.batch + sched.head() * p.q_stride.head +
+              sched.first_query_row() * p.q_stride.seq,
+          static_cast<const Elem*>(p.k) + sched.batch() * p.k_stride.batch + sched.kv_head() * p.k_stride.head,
+          static_cast<const Elem*>(p.v) + sched.batch() * p.v_stride.batch + sched.kv_head() * p.v_stride.head};
+}
+
+template <class Elem, int kCtaRows>
+__device__ __forceinline__ CtaOutputs<Elem> cta_outputs(const FwdKernelParams& p,
+                                                        const FwdScheduler<kCtaRows>& sched) {
+  const std::int64_t q_row0 = sched.first_query_row();
+  return {static_cast<Elem*>(p.out) + sched.batch() * p.out_stride.batch + sched.head() * p.out_stride.head +
+              q_row0 * p.out_stride.seq,
+          p.lse == nullptr ? nullptr
+                           : p.lse + (static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head()) *
+                                         (static_cast<std::int64_t>(p.num_q_blocks) * p.block) +
+                                 q_row0};
+}
+
 }  // namespace vsa::cuda::sm80

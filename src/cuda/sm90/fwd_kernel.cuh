@@ -76,13 +76,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
   const std::uint32_t sq = base, sk = base + Tile::kBytes, sv = base + 2 * Tile::kBytes;
 
   const sm80::FwdScheduler<kTileRows> sched(p);
-  const std::int64_t q_row0 = sched.first_query_row();
-  const Elem* q = static_cast<const Elem*>(p.q) + sched.batch() * p.q_stride.batch +
-                  sched.head() * p.q_stride.head + q_row0 * p.q_stride.seq;
-  const Elem* k = static_cast<const Elem*>(p.k) + sched.batch() * p.k_stride.batch +
-                  sched.kv_head() * p.k_stride.head;
-  const Elem* v = static_cast<const Elem*>(p.v) + sched.batch() * p.v_stride.batch +
-                  sched.kv_head() * p.v_stride.head;
+  const auto [q, k, v] = sm80::cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 
   load_tile<Elem, kHeadDim>(sq, q, p.q_stride.seq);
@@ -149,12 +143,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
   ptx::cp_async_wait<0>();
   __syncthreads();  // every wgmma read of Q is done: the epilogue stages O over it
 
-  Elem* out = static_cast<Elem*>(p.out) + sched.batch() * p.out_stride.batch +
-              sched.head() * p.out_stride.head + q_row0 * p.out_stride.seq;
-  float* lse = p.lse == nullptr
-                   ? nullptr
-                   : p.lse + (static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head()) *
-                                     (static_cast<std::int64_t>(p.num_q_blocks) * p.block) + q_row0;
+  const auto [out, lse] = sm80::cta_outputs<Elem>(p, sched);
   // Generic stores into the staging rows: plain [row][D] layout, as sm80's.
   Elem* stage = reinterpret_cast<Elem*>(smem + (sq - ptx::smem_addr(smem)));
   sm80::write_output(consumer, stage, out, p.out_stride.seq, lse);
