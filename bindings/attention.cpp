@@ -21,8 +21,6 @@ using namespace nb::literals;
 namespace vsa::python {
 namespace {
 
-void* as_stream(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
-
 // Arrays for the ops, or tensor descriptions (TensorSpec) for is_supported.
 template <class Array>
 AttentionInputs attention_inputs(const Array& q, const Array& k, const Array& v,

@@ -31,8 +31,6 @@ IndexArray to_numpy(std::vector<std::int64_t>&& values) {
   return IndexArray(owned->data(), {owned->size()}, owner);
 }
 
-void* as_stream(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
-
 void run_map_to_index(const InArray& block_map, const OutArray& q2k_idx, const OutArray& q2k_num,
                       std::uintptr_t stream) {
   const TensorRef map = to_tensor_ref(block_map, "block_map");

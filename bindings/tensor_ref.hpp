@@ -34,4 +34,7 @@ TensorRef to_tensor_ref(const TensorSpec& spec, const char* name);
 
 Layout to_layout(const std::string& layout);
 
+// A CUDA stream handle passed from Python as an integer (0: the default stream).
+inline void* as_stream(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
 }  // namespace vsa::python

@@ -61,21 +61,24 @@ def map_to_index(block_map: Tensor) -> tuple[Tensor, Tensor]:
     return _map_to_index(block_map.contiguous())
 
 
+def _new_inverse_lists(q2k_idx: Tensor, num_kv_blocks: int, max_q: int) -> tuple[Tensor, Tensor]:
+    """Empty int32 (k2q_idx [B, H, NK, max_q], k2q_num [B, H, NK]) for a q2k_idx [B, H, NQ, N]."""
+    b, h, _, _ = _rank4(q2k_idx.shape)
+    return (q2k_idx.new_empty((b, h, num_kv_blocks, max_q), dtype=torch.int32),
+            q2k_idx.new_empty((b, h, num_kv_blocks), dtype=torch.int32))
+
+
 @torch.library.custom_op("vsa::invert_indices", mutates_args=())
 def _invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
                     max_q: int) -> tuple[Tensor, Tensor]:
-    b, h, _, _ = _rank4(q2k_idx.shape)
-    k2q_idx = q2k_idx.new_empty((b, h, num_kv_blocks, max_q), dtype=torch.int32)
-    k2q_num = q2k_idx.new_empty((b, h, num_kv_blocks), dtype=torch.int32)
+    k2q_idx, k2q_num = _new_inverse_lists(q2k_idx, num_kv_blocks, max_q)
     launch(_C.invert_indices, (q2k_idx, q2k_num), (k2q_idx, k2q_num), num_kv_blocks)
     return k2q_idx, k2q_num
 
 
 @_invert_indices.register_fake
 def _invert_indices_fake(q2k_idx, q2k_num, num_kv_blocks, max_q):
-    b, h, _, _ = _rank4(q2k_idx.shape)
-    return (q2k_idx.new_empty((b, h, num_kv_blocks, max_q), dtype=torch.int32),
-            q2k_idx.new_empty((b, h, num_kv_blocks), dtype=torch.int32))
+    return _new_inverse_lists(q2k_idx, num_kv_blocks, max_q)
 
 
 def invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
