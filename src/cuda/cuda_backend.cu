@@ -33,14 +33,14 @@ bool rows_aligned(const TensorRef& t, Layout layout) {
          v.stride_head % 8 == 0 && v.stride_seq % 8 == 0;
 }
 
-sm80::SeqStrides seq_strides(const TensorRef& t, Layout layout) {
+SeqStrides seq_strides(const TensorRef& t, Layout layout) {
   const detail::HeadView v = detail::head_view(t, layout);
-  return sm80::SeqStrides{v.stride_batch, v.stride_head, v.stride_seq};
+  return SeqStrides{v.stride_batch, v.stride_head, v.stride_seq};
 }
 
 // A CTA owns one whole query block (64 or 128 rows).
 template <class Elem, int kHeadDim>
-void launch_for_block(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
+void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
   const int batch = static_cast<int>(s.batch);
   if (s.block == 128)
     sm80::launch_fwd<Elem, kHeadDim, 128>(kp, batch, stream);
@@ -49,7 +49,7 @@ void launch_for_block(const sm80::FwdKernelParams& kp, const ProblemShape& s, cu
 }
 
 template <class Elem>
-void launch_for_dim(const sm80::FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream,
+void launch_for_dim(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream,
                     ForwardKernel kernel) {
   if (kernel == ForwardKernel::sm90) {
     if (s.head_dim == 64)
@@ -110,7 +110,7 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
     throw Error(ErrorKind::unsupported, "out.stride", "16-byte aligned rows (strides multiple of 8)",
                 "unaligned rows");
   const AttentionInputs& in = p.in;
-  sm80::FwdKernelParams kp{};
+  FwdKernelParams kp{};
   kp.q = in.q.data;
   kp.k = in.k.data;
   kp.v = in.v.data;

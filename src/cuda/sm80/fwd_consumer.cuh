@@ -7,9 +7,7 @@
 // limit of a 16-row warp). Q is read from shared memory at each k-step
 // instead of being held in registers: 32 rows of Q would cost 64 registers.
 //
-// Fragment bookkeeping (m16n8 accumulators): lane l holds rows g = l/4 and
-// g + 8 of its row tile, columns 2·(l%4) and 2·(l%4)+1 of each 8-column tile;
-// e = 0,1 are row g, e = 2,3 row g + 8. Row slot r = 2·m + h names row
+// Fragment bookkeeping: see warp_mma.cuh. Row slot r = 2·m + h names row
 // tile m, half h.
 #pragma once
 
@@ -17,7 +15,7 @@
 
 #include "cuda/common/numeric.cuh"
 #include "cuda/common/ptx.cuh"
-#include "cuda/sm80/fwd_producer.cuh"
+#include "cuda/sm80/warp_mma.cuh"
 
 namespace vsa::cuda::sm80 {
 
@@ -47,28 +45,7 @@ class FwdConsumer {
   }
 
   __device__ void scores(const Elem* sq, const Elem* sk, Scores& s) const {
-#pragma unroll
-    for (int m = 0; m < kRowTiles; ++m)
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) s[m][t][0] = s[m][t][1] = s[m][t][2] = s[m][t][3] = 0.0f;
-    const Reader q_rows(sq, warp_row0_ + (lane_ % 8) + ((lane_ / 8) % 2) * 8, lane_ / 16);
-    const Reader k_rows(sk, (lane_ % 8) + (lane_ / 16) * 8, (lane_ / 8) % 2);
-#pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk) {
-      std::uint32_t a[kRowTiles][4];
-#pragma unroll
-      for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], q_rows.at(16 * m, 2 * kk));
-#pragma unroll
-      for (int pair = 0; pair < kKeyTiles / 2; ++pair) {
-        std::uint32_t b[4];
-        ptx::ldmatrix_x4(b, k_rows.at(16 * pair, 2 * kk));
-#pragma unroll
-        for (int m = 0; m < kRowTiles; ++m) {
-          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair], a[m], b[0], b[1]);
-          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair + 1], a[m], b[2], b[3]);
-        }
-      }
-    }
+    warp_scores<Elem, kHeadDim>(sq, warp_row0_, sk, s, lane_);
   }
 
   // Keys at tile offset >= valid do not exist for this block (vbs).
@@ -134,31 +111,8 @@ class FwdConsumer {
     }
   }
 
-  // O += P·V: the S accumulators of two adjacent key tiles form one A fragment.
-  __device__ void accumulate_pv(const Scores& p, const Elem* sv) {
-    const Reader v_rows(sv, (lane_ % 8) + ((lane_ / 8) % 2) * 8, lane_ / 16);
-#pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
-      std::uint32_t a[kRowTiles][4];
-#pragma unroll
-      for (int m = 0; m < kRowTiles; ++m) {
-        a[m][0] = ElemTraits<Elem>::pack(p[m][2 * kk][0], p[m][2 * kk][1]);
-        a[m][1] = ElemTraits<Elem>::pack(p[m][2 * kk][2], p[m][2 * kk][3]);
-        a[m][2] = ElemTraits<Elem>::pack(p[m][2 * kk + 1][0], p[m][2 * kk + 1][1]);
-        a[m][3] = ElemTraits<Elem>::pack(p[m][2 * kk + 1][2], p[m][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
-        std::uint32_t b[4];
-        ptx::ldmatrix_x4_trans(b, v_rows.at(16 * kk, 2 * pair));
-#pragma unroll
-        for (int m = 0; m < kRowTiles; ++m) {
-          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(o_[m][2 * pair], a[m], b[0], b[1]);
-          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(o_[m][2 * pair + 1], a[m], b[2], b[3]);
-        }
-      }
-    }
-  }
+  // O += P·V.
+  __device__ void accumulate_pv(const Scores& p, const Elem* sv) { warp_accumulate<Elem, kHeadDim>(o_, p, sv, lane_); }
 
   __device__ int warp_row0() const { return warp_row0_; }
   __device__ int lane() const { return lane_; }
@@ -168,8 +122,6 @@ class FwdConsumer {
   __device__ float row_sum(int r) const { return row_sum_[r]; }
 
  private:
-  static constexpr int kQSteps = kHeadDim / 16;  // k-steps of S = Q·Kᵀ
-  using Reader = SwizzledReader<Elem, kHeadDim>;
   int warp_row0_, lane_;
   float o_[kRowTiles][kDimTiles][4];
   float row_max_[kRowSlots], row_sum_[kRowSlots];

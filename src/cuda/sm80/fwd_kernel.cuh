@@ -14,6 +14,7 @@
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/fwd_epilogue.cuh"
+#include "cuda/sm80/fwd_scheduler.cuh"
 
 namespace vsa::cuda::sm80 {
 

@@ -6,7 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "cuda/sm80/fwd_params.hpp"
+#include "cuda/common/kernel_params.hpp"
 
 namespace vsa::cuda::sm80 {
 

@@ -11,16 +11,10 @@
 
 #include <cstdint>
 
-#include "cuda/sm80/fwd_params.hpp"
+#include "cuda/common/block_lists.cuh"
+#include "cuda/common/kernel_params.hpp"
 
 namespace vsa::cuda::sm80 {
-
-constexpr int kTileRows = 64;  // keys per KV tile
-
-__device__ __forceinline__ std::int64_t load_meta(const void* p, bool is_64, std::int64_t i) {
-  return is_64 ? __ldg(static_cast<const long long*>(p) + i)
-               : static_cast<std::int64_t>(__ldg(static_cast<const int*>(p) + i));
-}
 
 template <int kCtaRows>
 class FwdScheduler {

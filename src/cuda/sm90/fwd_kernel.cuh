@@ -14,12 +14,10 @@
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/fwd_epilogue.cuh"
+#include "cuda/sm80/fwd_scheduler.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
 namespace vsa::cuda::sm90 {
-
-using sm80::FwdKernelParams;
-using sm80::kTileRows;
 
 constexpr int kThreads = 128;  // one warpgroup
 

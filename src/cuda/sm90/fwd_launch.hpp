@@ -7,16 +7,16 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "cuda/sm80/fwd_params.hpp"
+#include "cuda/common/kernel_params.hpp"
 
 namespace vsa::cuda::sm90 {
 
 template <class Elem, int kHeadDim>
-void launch_fwd(const sm80::FwdKernelParams& p, int batch, cudaStream_t stream);
+void launch_fwd(const FwdKernelParams& p, int batch, cudaStream_t stream);
 
-extern template void launch_fwd<__nv_bfloat16, 64>(const sm80::FwdKernelParams&, int, cudaStream_t);
-extern template void launch_fwd<__nv_bfloat16, 128>(const sm80::FwdKernelParams&, int, cudaStream_t);
-extern template void launch_fwd<__half, 64>(const sm80::FwdKernelParams&, int, cudaStream_t);
-extern template void launch_fwd<__half, 128>(const sm80::FwdKernelParams&, int, cudaStream_t);
+extern template void launch_fwd<__nv_bfloat16, 64>(const FwdKernelParams&, int, cudaStream_t);
+extern template void launch_fwd<__nv_bfloat16, 128>(const FwdKernelParams&, int, cudaStream_t);
+extern template void launch_fwd<__half, 64>(const FwdKernelParams&, int, cudaStream_t);
+extern template void launch_fwd<__half, 128>(const FwdKernelParams&, int, cudaStream_t);
 
 }  // namespace vsa::cuda::sm90

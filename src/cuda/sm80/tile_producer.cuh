@@ -1,5 +1,6 @@
-// Producer side of the portable forward kernel: tiles of Q, K and V rows
-// copied global -> shared with cp.async, 16 bytes per thread per copy.
+// Producer side of the portable kernels (forward and backward): tiles of
+// Q, K, V (and dO) rows copied global -> shared with cp.async, 16 bytes per
+// thread per copy, into the swizzled layout their ldmatrix reads expect.
 //
 // Shared layout: a tile is [rows][D] elements; the 16-byte chunk c of row r sits
 // at chunk position c ^ (r % 8). ldmatrix reads 8 rows at one chunk column,
@@ -9,7 +10,7 @@
 #include <cstdint>
 
 #include "cuda/common/ptx.cuh"
-#include "cuda/sm80/fwd_scheduler.cuh"
+#include "cuda/common/block_lists.cuh"
 
 namespace vsa::cuda::sm80 {
 

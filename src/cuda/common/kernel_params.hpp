@@ -1,15 +1,17 @@
-// What the portable forward kernel reads: raw pointers, element strides and
-// the problem facts, resolved on the host from validated vsa::ForwardParams.
+// What the attention kernels read: raw pointers, element strides and the
+// problem facts, resolved on the host from validated vsa::ForwardParams /
+// vsa::BackwardParams. Shared by both directions and every architecture.
 #pragma once
 
 #include <cstdint>
 
-namespace vsa::cuda::sm80 {
+namespace vsa::cuda {
 
 struct SeqStrides {
   std::int64_t batch, head, seq;  // in elements; D has unit stride
 };
 
+// The forward kernels (sm80 and sm90).
 struct FwdKernelParams {
   const void* q;
   const void* k;
@@ -28,4 +30,4 @@ struct FwdKernelParams {
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
 };
 
-}  // namespace vsa::cuda::sm80
+}  // namespace vsa::cuda

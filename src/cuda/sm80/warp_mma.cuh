@@ -1,0 +1,84 @@
+// Warp-level tile products on mma.sync m16n8k16 with operands in swizzled
+// shared tiles (tile_producer.cuh), the two shapes both directions of
+// attention are made of:
+//
+//   warp_scores:     S  = A · Bᵀ   A: the warp's rows of one tile, B: 8·kColTiles rows
+//                                  of another, the reduction over D (S = Q·Kᵀ
+//                                  forward; Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ backward)
+//   warp_accumulate: C += P · B    P: score accumulators (the A operand, packed
+//                                  in registers), B: 8·kKeyTiles rows × D of a tile
+//                                  (O += P·V forward; dV += Pᵀ·dO, dK += dSᵀ·Q)
+//
+// Fragment bookkeeping (m16n8 accumulators): lane l holds rows g = l/4 and
+// g + 8 of its row tile, columns 2·(l%4) and 2·(l%4)+1 of each 8-column tile;
+// e = 0,1 are row g, e = 2,3 row g + 8.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/numeric.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm80/tile_producer.cuh"
+
+namespace vsa::cuda::sm80 {
+
+// s[m][t] = rows a_row0 + 16m.. of `sa` times rows 8t.. of `sb`, over D.
+template <class Elem, int kHeadDim, int kRowTiles, int kColTiles>
+__device__ __forceinline__ void warp_scores(const Elem* sa, int a_row0, const Elem* sb,
+                                            float (&s)[kRowTiles][kColTiles][4], int lane) {
+  using Reader = SwizzledReader<Elem, kHeadDim>;
+#pragma unroll
+  for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+    for (int t = 0; t < kColTiles; ++t) s[m][t][0] = s[m][t][1] = s[m][t][2] = s[m][t][3] = 0.0f;
+  const Reader a_rows(sa, a_row0 + (lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
+  const Reader b_rows(sb, (lane % 8) + (lane / 16) * 8, (lane / 8) % 2);
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    std::uint32_t a[kRowTiles][4];
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
+#pragma unroll
+    for (int pair = 0; pair < kColTiles / 2; ++pair) {
+      std::uint32_t b[4];
+      ptx::ldmatrix_x4(b, b_rows.at(16 * pair, 2 * kk));
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) {
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair], a[m], b[0], b[1]);
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// c += p · (rows 0..8·kKeyTiles-1 of `sb`): the accumulators of two adjacent
+// 8-column score tiles form one 16-wide A fragment.
+template <class Elem, int kHeadDim, int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void warp_accumulate(float (&c)[kRowTiles][kHeadDim / 8][4],
+                                                const float (&p)[kRowTiles][kKeyTiles][4], const Elem* sb,
+                                                int lane) {
+  const SwizzledReader<Elem, kHeadDim> b_rows(sb, (lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
+#pragma unroll
+  for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
+    std::uint32_t a[kRowTiles][4];
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m) {
+      a[m][0] = ElemTraits<Elem>::pack(p[m][2 * kk][0], p[m][2 * kk][1]);
+      a[m][1] = ElemTraits<Elem>::pack(p[m][2 * kk][2], p[m][2 * kk][3]);
+      a[m][2] = ElemTraits<Elem>::pack(p[m][2 * kk + 1][0], p[m][2 * kk + 1][1]);
+      a[m][3] = ElemTraits<Elem>::pack(p[m][2 * kk + 1][2], p[m][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int pair = 0; pair < kHeadDim / 16; ++pair) {
+      std::uint32_t b[4];
+      ptx::ldmatrix_x4_trans(b, b_rows.at(16 * kk, 2 * pair));
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) {
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair], a[m], b[0], b[1]);
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
+}  // namespace vsa::cuda::sm80
