@@ -15,52 +15,11 @@
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/sm80/fwd_scheduler.cuh"
-#include "cuda/sm90/wgmma.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
 
 namespace vsa::cuda::sm90 {
 
-constexpr int kThreads = 128;  // one warpgroup
-
-// A [64 rows][D] tile in the 128-byte-swizzled layout: column blocks of 64
-// elements, each [64 rows][128 bytes], chunk c of row r at c ^ (r % 8).
-template <int kHeadDim>
-struct SwizzledTile {
-  static constexpr int kBlockBytes = kTileRows * 128;           // one 64-column block
-  static constexpr int kBytes = kHeadDim / 64 * kBlockBytes;    // 8 KB per 64 columns
-  __device__ static std::uint32_t offset(int row, int chunk) {  // chunk: 16 bytes
-    return static_cast<std::uint32_t>((chunk / 8) * kBlockBytes + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
-  }
-};
-
-// The CTA's 128 threads copy a [64][D] tile whose rows are `row_stride`
-// elements apart. Each thread keeps one chunk column; passes step by whole
-// swizzle periods, so its addresses advance by constants.
-template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, std::int64_t row_stride) {
-  constexpr int kChunks = kHeadDim / 8;
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  static_assert(kRowsPerPass % 8 == 0, "passes keep a thread's swizzle");
-  const int row = static_cast<int>(threadIdx.x) / kChunks;
-  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
-  const std::uint32_t dst0 = dst + SwizzledTile<kHeadDim>::offset(row, chunk);
-  const Elem* src0 = src + row * row_stride + chunk * 8;
-#pragma unroll
-  for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
-    ptx::cp_async_16(dst0 + pass * kRowsPerPass * 128, src0 + pass * kRowsPerPass * row_stride);
-}
-
-// Descriptors: K-major operands (Q, K) have 8-row groups 1024 bytes apart and
-// step 32 bytes per k16 inside a 64-column block; V is N-major (its rows are
-// keys), with 64-column blocks kBlockBytes apart and 8-key groups 1024 apart.
-template <int kHeadDim>
-__device__ __forceinline__ std::uint64_t k_major_desc(std::uint32_t tile, int k_step) {
-  const std::uint32_t addr = tile + (k_step / 4) * SwizzledTile<kHeadDim>::kBlockBytes + (k_step % 4) * 32;
-  return smem_desc(addr, 16, 1024);
-}
-template <int kHeadDim>
-__device__ __forceinline__ std::uint64_t v_desc(std::uint32_t tile, int key_step) {
-  return smem_desc(tile + key_step * 16 * 128, SwizzledTile<kHeadDim>::kBlockBytes, 1024);
-}
+constexpr int kThreads = kWarpgroupThreads;  // one warpgroup
 
 template <class Elem, int kHeadDim>
 __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant__ FwdKernelParams p) {
@@ -128,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
       fence_registers(o);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kTileRows / 16; ++kk) wgmma_rs<kBf16, kHeadDim>(o, a[kk], v_desc<kHeadDim>(sv, kk), 1);
+      for (int kk = 0; kk < kTileRows / 16; ++kk) wgmma_rs<kBf16, kHeadDim>(o, a[kk], mn_major_desc<kHeadDim>(sv, kk), 1);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(o);

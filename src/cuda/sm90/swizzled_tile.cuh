@@ -1,0 +1,60 @@
+// Hopper tiles shared by the sm_90 kernels (forward and backward): a
+// [64 rows][D] tile of 16-bit elements in the 128-byte-swizzled layout that
+// wgmma's shared-memory descriptors describe, its cp.async copy by one
+// warpgroup, and its descriptors as a K-major or MN-major operand.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/block_lists.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm90/wgmma.cuh"
+
+namespace vsa::cuda::sm90 {
+
+constexpr int kWarpgroupThreads = 128;
+
+// A [64 rows][D] tile in the 128-byte-swizzled layout: column blocks of 64
+// elements, each [64 rows][128 bytes], chunk c of row r at c ^ (r % 8).
+template <int kHeadDim>
+struct SwizzledTile {
+  static constexpr int kBlockBytes = kTileRows * 128;           // one 64-column block
+  static constexpr int kBytes = kHeadDim / 64 * kBlockBytes;    // 8 KB per 64 columns
+  __device__ static std::uint32_t offset(int row, int chunk) {  // chunk: 16 bytes
+    return static_cast<std::uint32_t>((chunk / 8) * kBlockBytes + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
+  }
+};
+
+// The CTA's 128 threads copy a [64][D] tile whose rows are `row_stride`
+// elements apart. Each thread keeps one chunk column; passes step by whole
+// swizzle periods, so its addresses advance by constants.
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, std::int64_t row_stride) {
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kRowsPerPass = kWarpgroupThreads / kChunks;
+  static_assert(kRowsPerPass % 8 == 0, "passes keep a thread's swizzle");
+  const int row = static_cast<int>(threadIdx.x) / kChunks;
+  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+  const std::uint32_t dst0 = dst + SwizzledTile<kHeadDim>::offset(row, chunk);
+  const Elem* src0 = src + row * row_stride + chunk * 8;
+#pragma unroll
+  for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
+    ptx::cp_async_16(dst0 + pass * kRowsPerPass * 128, src0 + pass * kRowsPerPass * row_stride);
+}
+
+// Descriptors of a tile as a wgmma operand. K-major (the reduction runs
+// along a row: Q and K in S = Q·Kᵀ): 8-row groups 1024 bytes apart, 32 bytes
+// per k16 step inside a 64-column block. MN-major (the reduction runs down
+// the rows: V in O += P·V, whose rows are keys): 64-column blocks
+// kBlockBytes apart, 8-row groups 1024 apart, 16 rows per k16 step.
+template <int kHeadDim>
+__device__ __forceinline__ std::uint64_t k_major_desc(std::uint32_t tile, int k_step) {
+  const std::uint32_t addr = tile + (k_step / 4) * SwizzledTile<kHeadDim>::kBlockBytes + (k_step % 4) * 32;
+  return smem_desc(addr, 16, 1024);
+}
+template <int kHeadDim>
+__device__ __forceinline__ std::uint64_t mn_major_desc(std::uint32_t tile, int k_step) {
+  return smem_desc(tile + k_step * 16 * 128, SwizzledTile<kHeadDim>::kBlockBytes, 1024);
+}
+
+}  // namespace vsa::cuda::sm90
