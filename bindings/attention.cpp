@@ -56,9 +56,7 @@ void run_forward(const InArray& q, const InArray& k, const InArray& v, const InA
 BackwardParams backward_params(const InArray& q, const InArray& k, const InArray& v,
                                const InArray& q2k_idx, const InArray& q2k_num,
                                const InArray& variable_block_sizes, const InArray& out,
-                               const InArray& lse, const InArray& dout,
-                               const std::optional<InArray>& k2q_idx,
-                               const std::optional<InArray>& k2q_num, const OutArray& dq,
+                               const InArray& lse, const InArray& dout, const OutArray& dq,
                                const OutArray& dk, const OutArray& dv,
                                const std::string& layout, float scale) {
   BackwardParams p;
@@ -66,8 +64,6 @@ BackwardParams backward_params(const InArray& q, const InArray& k, const InArray
   p.out = to_tensor_ref(out, "out");
   p.lse = to_tensor_ref(lse, "lse");
   p.dout = to_tensor_ref(dout, "dout");
-  p.k2q_idx = to_tensor_ref(k2q_idx, "k2q_idx");
-  p.k2q_num = to_tensor_ref(k2q_num, "k2q_num");
   p.dq = to_tensor_ref(dq, "dq");
   p.dk = to_tensor_ref(dk, "dk");
   p.dv = to_tensor_ref(dv, "dv");
@@ -76,12 +72,11 @@ BackwardParams backward_params(const InArray& q, const InArray& k, const InArray
 
 void run_backward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
                   const InArray& q2k_num, const InArray& variable_block_sizes, const InArray& out,
-                  const InArray& lse, const InArray& dout, const std::optional<InArray>& k2q_idx,
-                  const std::optional<InArray>& k2q_num, const std::optional<OutArray>& workspace,
+                  const InArray& lse, const InArray& dout, const std::optional<OutArray>& workspace,
                   const OutArray& dq, const OutArray& dk, const OutArray& dv,
                   const std::string& layout, float scale, std::uintptr_t stream) {
   BackwardParams p = backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse,
-                                     dout, k2q_idx, k2q_num, dq, dk, dv, layout, scale);
+                                     dout, dq, dk, dv, layout, scale);
   if (workspace) {
     p.workspace = workspace->data();
     p.workspace_bytes = workspace->nbytes();
@@ -94,14 +89,12 @@ void run_backward(const InArray& q, const InArray& k, const InArray& v, const In
 std::size_t workspace_bytes(const InArray& q, const InArray& k, const InArray& v,
                             const InArray& q2k_idx, const InArray& q2k_num,
                             const InArray& variable_block_sizes, const InArray& out,
-                            const InArray& lse, const InArray& dout,
-                            const std::optional<InArray>& k2q_idx,
-                            const std::optional<InArray>& k2q_num, const OutArray& dq,
+                            const InArray& lse, const InArray& dout, const OutArray& dq,
                             const OutArray& dk, const OutArray& dv, const std::string& layout,
                             float scale) {
   return backward_workspace_bytes(backward_params(q, k, v, q2k_idx, q2k_num,
-                                                  variable_block_sizes, out, lse, dout, k2q_idx,
-                                                  k2q_num, dq, dk, dv, layout, scale));
+                                                  variable_block_sizes, out, lse, dout, dq, dk, dv,
+                                                  layout, scale));
 }
 
 std::pair<bool, std::string> is_supported(const TensorSpec& q, const TensorSpec& k,
@@ -129,14 +122,14 @@ void bind_attention(nb::module_& m) {
         "([B, H, Sq] float32, base 2; may be None when need_lse is False). scale 0 means "
         "1/sqrt(D).");
   m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
-        "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "k2q_idx"_a.none(),
-        "k2q_num"_a.none(), "workspace"_a.none(), "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a,
+        "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "workspace"_a.none(), "dq"_a, "dk"_a,
+        "dv"_a, "layout"_a, "scale"_a,
         "stream"_a,
         "Gradients dq, dk, dv into the caller's arrays. `workspace` holds at least "
         "backward_workspace_bytes(...) bytes when that is nonzero.");
   m.def("backward_workspace_bytes", &workspace_bytes, "q"_a, "k"_a, "v"_a, "q2k_idx"_a,
-        "q2k_num"_a, "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "k2q_idx"_a.none(),
-        "k2q_num"_a.none(), "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a,
+        "q2k_num"_a, "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "dq"_a, "dk"_a, "dv"_a,
+        "layout"_a, "scale"_a,
         "Device scratch bytes that backward needs for these arrays.");
   m.def("supported", &is_supported, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "layout"_a, "scale"_a,

@@ -1,6 +1,7 @@
-// Kernel-level timing of vsa::forward on the CUDA backend, with no Python:
-// random bf16 inputs, random top-k lists, CUDA-event medians. The full
-// benchmark with peers is `vsa bench`; this one is for iterating on kernels.
+// Kernel-level timing of vsa::forward and vsa::backward on the CUDA backend,
+// with no Python: random bf16 inputs, random top-k lists, CUDA-event medians.
+// The full benchmark with peers is `vsa bench`; this one is for iterating on
+// kernels. The backward counts 2.5x the forward's FLOPs (FastVideo's rule).
 //
 //   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1]
 #include <cuda_bf16.h>
@@ -31,6 +32,26 @@ T* to_device(const std::vector<T>& host) {
   check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
   check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   return device;
+}
+
+// Median of 50 CUDA-event timings after 10 warm-up runs.
+template <class Run>
+double median_ms(Run run) {
+  for (int i = 0; i < 10; ++i) run();
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<float> ms(50);
+  for (float& t : ms) {
+    check(cudaEventRecord(start), "record");
+    run();
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 std::int64_t arg(int argc, char** argv, int i, std::int64_t fallback) {
@@ -71,6 +92,11 @@ int main(int argc, char** argv) {
   float* d_lse = nullptr;
   check(cudaMalloc(&d_out, elems * sizeof(__nv_bfloat16)), "cudaMalloc out");
   check(cudaMalloc(&d_lse, heads * seq * sizeof(float)), "cudaMalloc lse");
+  std::vector<__nv_bfloat16> dout(elems);
+  for (auto& x : dout) x = __float2bfloat16(normal(rng));
+  __nv_bfloat16* d_dout = to_device(dout);
+  __nv_bfloat16* d_grads = nullptr;
+  check(cudaMalloc(&d_grads, 3 * elems * sizeof(__nv_bfloat16)), "cudaMalloc grads");
 
   using vsa::TensorRef;
   const auto cuda = vsa::Device::cuda;
@@ -84,27 +110,26 @@ int main(int argc, char** argv) {
   p.out = TensorRef::contiguous(d_out, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
   p.lse = TensorRef::contiguous(d_lse, vsa::DType::f32, {1, heads, seq}, cuda);
 
+  vsa::BackwardParams b;
+  b.in = p.in;
+  b.out = p.out;
+  b.lse = p.lse;
+  b.dout = TensorRef::contiguous(d_dout, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  b.dq = TensorRef::contiguous(d_grads, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  b.dk = TensorRef::contiguous(d_grads + elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+  b.dv = TensorRef::contiguous(d_grads + 2 * elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
+
   try {
-    for (int i = 0; i < 10; ++i) vsa::forward(p);
-    check(cudaDeviceSynchronize(), "warm-up");
-    cudaEvent_t start, stop;
-    check(cudaEventCreate(&start), "event");
-    check(cudaEventCreate(&stop), "event");
-    std::vector<float> ms(50);
-    for (float& t : ms) {
-      check(cudaEventRecord(start), "record");
-      vsa::forward(p);
-      check(cudaEventRecord(stop), "record");
-      check(cudaEventSynchronize(stop), "sync");
-      check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    }
-    std::sort(ms.begin(), ms.end());
-    const double median = ms[ms.size() / 2];
+    b.workspace_bytes = vsa::backward_workspace_bytes(b);
+    check(cudaMalloc(&b.workspace, b.workspace_bytes), "cudaMalloc workspace");
     const double flops = 4.0 * static_cast<double>(heads * dim * seq * topk * block);
-    std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d: %.3f ms, %.1f TFLOP/s (effective)\n",
-                static_cast<long long>(heads), static_cast<long long>(nk), static_cast<long long>(topk),
-                static_cast<long long>(dim), static_cast<long long>(block), partial ? 1 : 0, median,
-                flops / median / 1e9);
+    std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d:", static_cast<long long>(heads),
+                static_cast<long long>(nk), static_cast<long long>(topk), static_cast<long long>(dim),
+                static_cast<long long>(block), partial ? 1 : 0);
+    const double fwd = median_ms([&] { vsa::forward(p); });
+    const double bwd = median_ms([&] { vsa::backward(b); });
+    std::printf(" fwd %.3f ms (%.1f TFLOP/s), bwd %.3f ms (%.1f TFLOP/s effective)\n", fwd, flops / fwd / 1e9,
+                bwd, 2.5 * flops / bwd / 1e9);
   } catch (const vsa::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

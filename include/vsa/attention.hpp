@@ -45,12 +45,11 @@ struct ForwardParams {
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU
 };
 
+// Each backend builds the KV->Q lists it needs from the validated q2k lists
+// itself (on CUDA inside `workspace`), so a caller never passes them.
 struct BackwardParams {
   AttentionInputs in;
   TensorRef out, lse, dout;  // from the forward pass
-  // Optional KV->Q lists from invert_indices ([B, H, NK, max_q], [B, H, NK]);
-  // backends that need them and do not get them say so in the error.
-  TensorRef k2q_idx, k2q_num;
   TensorRef dq, dk, dv;  // dk/dv of a GQA head are summed over its query heads
   void* workspace = nullptr;  // device scratch of backward_workspace_bytes(); CPU needs none
   std::size_t workspace_bytes = 0;

@@ -46,12 +46,10 @@ def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, need_l
 
 def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout, dq, dk,
                      dv, layout, scale, stream):
-    """_C.backward with the device scratch it asks for (the core allocates nothing).
-
-    No KV->Q lists are passed: the CPU backend builds its own, and the core
-    says so if a backend needs them.
-    """
-    arrays = (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout, None, None)
+    """_C.backward with the device scratch it asks for, from torch's caching allocator
+    (the core allocates nothing; on CUDA the scratch holds delta, the dq accumulator and
+    the KV->Q lists)."""
+    arrays = (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout)
     size = _C.backward_workspace_bytes(*arrays, dq, dk, dv, layout, scale)
     workspace = dq.new_empty(size, dtype=torch.uint8) if size else None
     _C.backward(*arrays, workspace, dq, dk, dv, layout, scale, stream)
@@ -104,7 +102,7 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     q2k_idx [B, H, NQ, max_kv], q2k_num [B, H, NQ], variable_block_sizes [NK]:
     any integer dtype. Returns (out, lse): out has q's shape and layout; lse is
     [B, H, Sq] float32 in base 2 (None when need_lse is False). lse is not
-    differentiable; out is (CPU backend; the CUDA backward is not built yet).
+    differentiable; out is, on both backends.
     """
     expect_same_device("q", q, k=k, v=v, q2k_idx=q2k_idx, q2k_num=q2k_num,
                        variable_block_sizes=variable_block_sizes)

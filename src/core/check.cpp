@@ -211,19 +211,6 @@ void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {
   expect_like(p.dq, "dq", p.in.q, "q");
   expect_like(p.dk, "dk", p.in.k, "k");
   expect_like(p.dv, "dv", p.in.k, "k");
-  if (p.k2q_idx.defined() || p.k2q_num.defined()) {
-    expect_defined(p.k2q_idx, "k2q_idx");
-    expect_defined(p.k2q_num, "k2q_num");
-    expect_same_device(p.k2q_idx, "k2q_idx", p.in.q);
-    expect_same_device(p.k2q_num, "k2q_num", p.in.q);
-    expect_rank(p.k2q_idx, "k2q_idx", 4);
-    expect_int_dtype(p.k2q_idx, "k2q_idx");
-    expect_int_dtype(p.k2q_num, "k2q_num");
-    expect_shape(p.k2q_idx, "k2q_idx", {s.batch, s.heads, s.num_kv_blocks, p.k2q_idx.shape[3]});
-    expect_shape(p.k2q_num, "k2q_num", {s.batch, s.heads, s.num_kv_blocks});
-    expect_contiguous(p.k2q_idx, "k2q_idx");
-    expect_contiguous(p.k2q_num, "k2q_num");
-  }
 }
 
 void check_block_list_values(const TensorRef& idx, const char* idx_name, const TensorRef& num,

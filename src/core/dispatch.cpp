@@ -46,9 +46,10 @@ void forward(const ForwardParams& p) {
   cuda::forward(p, s, scale);
 }
 
-std::size_t backward_workspace_bytes(const BackwardParams& /*params*/) {
-  // The CPU backend allocates its own host scratch; no device backward yet.
-  return 0;
+std::size_t backward_workspace_bytes(const BackwardParams& p) {
+  const ProblemShape s = check_inputs(p.in);
+  // The CPU backend allocates its own host scratch.
+  return p.in.q.device == Device::cpu ? 0 : cuda::backward_workspace_bytes(s);
 }
 
 void backward(const BackwardParams& p) {
@@ -60,8 +61,8 @@ void backward(const BackwardParams& p) {
     cpu::backward(p, s, scale);
     return;
   }
-  throw Error(ErrorKind::unsupported, "q.device", "cpu tensors (the CUDA backward is not built yet)",
-              "cuda tensors");
+  require_cuda_support(p.in, s);
+  cuda::backward(p, s, scale);
 }
 
 }  // namespace vsa

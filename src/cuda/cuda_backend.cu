@@ -1,5 +1,6 @@
 // Host side of the CUDA backend: support facts, and the dispatcher that picks
-// the forward kernel instantiation for a validated problem.
+// the forward kernel instantiation for a validated problem (the backward's is
+// backward/backward.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -9,34 +10,21 @@
 #include <cstdint>
 #include <string>
 
-#include "core/layout.hpp"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
+#include "cuda/tensor_views.hpp"
 #include "cuda/sm80/fwd_launch.hpp"
 #include "cuda/sm90/fwd_launch.hpp"
 
 namespace vsa::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // Archs with machine code or PTX in this build (see VSA_CUDA_ARCHS): sm_80 code
 // runs on all of 8.x, 90a on 9.0, 100a/103a on exactly those, and the
 // sm_120 code plus its PTX on 12.x and later.
 bool arch_has_code(int cc) { return cc / 10 == 8 || cc == 90 || cc == 100 || cc == 103 || cc >= 120; }
-
-bool rows_aligned(const TensorRef& t, Layout layout) {
-  const detail::HeadView v = detail::head_view(t, layout);
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && v.stride_batch % 8 == 0 &&
-         v.stride_head % 8 == 0 && v.stride_seq % 8 == 0;
-}
-
-SeqStrides seq_strides(const TensorRef& t, Layout layout) {
-  const detail::HeadView v = detail::head_view(t, layout);
-  return SeqStrides{v.stride_batch, v.stride_head, v.stride_seq};
-}
 
 // A CTA owns one whole query block (64 or 128 rows).
 template <class Elem, int kHeadDim>
@@ -50,8 +38,8 @@ void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStre
 
 template <class Elem>
 void launch_for_dim(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream,
-                    ForwardKernel kernel) {
-  if (kernel == ForwardKernel::sm90) {
+                    KernelFamily kernel) {
+  if (kernel == KernelFamily::sm90) {
     if (s.head_dim == 64)
       sm90::launch_fwd<Elem, 64>(kp, static_cast<int>(s.batch), stream);
     else
@@ -88,7 +76,7 @@ int device_arch(int device_index) {
 }
 
 std::string forward_kernel(int device_index) {
-  return forward_kernel_name(forward_kernel_for(device_arch(device_index)));
+  return kernel_family_name(kernel_family_for(device_arch(device_index)));
 }
 
 Support supported(const AttentionInputs& in, const ProblemShape& /*s*/) {
@@ -133,7 +121,7 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
   kp.block = static_cast<int>(s.block);
   kp.scale_log2 = scale * kLog2e;
 
-  const ForwardKernel kernel = forward_kernel_for(device_arch(in.q.device_index));
+  const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   if (in.q.dtype == DType::bf16)

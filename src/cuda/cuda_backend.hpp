@@ -2,6 +2,7 @@
 // is built without CUDA, cuda_absent.cpp provides versions that say so.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "vsa/attention.hpp"
@@ -21,6 +22,11 @@ std::string forward_kernel(int device_index);
 Support supported(const AttentionInputs& in, const ProblemShape& s);
 
 void forward(const ForwardParams& p, const ProblemShape& s, float scale);
+
+// Device scratch the backward needs for this problem, and the backward itself
+// (backward/backward.cu).
+std::size_t backward_workspace_bytes(const ProblemShape& s);
+void backward(const BackwardParams& p, const ProblemShape& s, float scale);
 
 void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num,
                   void* stream);

@@ -19,15 +19,15 @@ constexpr bool kBuiltWithSm90a =
 
 }  // namespace
 
-const char* forward_kernel_name(ForwardKernel k) { return k == ForwardKernel::sm90 ? "sm90" : "sm80"; }
+const char* kernel_family_name(KernelFamily k) { return k == KernelFamily::sm90 ? "sm90" : "sm80"; }
 
-ForwardKernel forward_kernel_for(int compute_capability) {
+KernelFamily kernel_family_for(int compute_capability) {
   const bool sm90_runs = kBuiltWithSm90a && compute_capability == 90;
   const char* requested = std::getenv("VSA_CUDA_KERNEL");
-  if (requested == nullptr || requested[0] == '\0') return sm90_runs ? ForwardKernel::sm90 : ForwardKernel::sm80;
-  if (std::strcmp(requested, "sm80") == 0) return ForwardKernel::sm80;
+  if (requested == nullptr || requested[0] == '\0') return sm90_runs ? KernelFamily::sm90 : KernelFamily::sm80;
+  if (std::strcmp(requested, "sm80") == 0) return KernelFamily::sm80;
   if (std::strcmp(requested, "sm90") == 0) {
-    if (sm90_runs) return ForwardKernel::sm90;
+    if (sm90_runs) return KernelFamily::sm90;
     throw Error(ErrorKind::unsupported, "VSA_CUDA_KERNEL", "a kernel this device and build can run",
                 std::string("sm90 on compute capability ") + std::to_string(compute_capability) +
                     (kBuiltWithSm90a ? "" : " (this build has no sm_90a code)"));

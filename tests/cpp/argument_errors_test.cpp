@@ -238,16 +238,5 @@ TEST(BackwardRejects, BadMetadataValues) {
                           [](BackwardParams&, AttentionProblem& pr) { pr.set_vbs(3, 100); });
 }
 
-TEST(BackwardRejects, HalfGivenInvertedLists) {
-  HostTensor k2q_idx(DType::i32, {2, 4, 4, 4});
-  expect_backward_rejects("k2q_num",
-                          [&](BackwardParams& p, AttentionProblem&) { p.k2q_idx = k2q_idx.ref(); });
-  HostTensor k2q_num(DType::i32, {2, 4, 3});  // NK is 4
-  expect_backward_rejects("k2q_num.shape", [&](BackwardParams& p, AttentionProblem&) {
-    p.k2q_idx = k2q_idx.ref();
-    p.k2q_num = k2q_num.ref();
-  });
-}
-
 }  // namespace
 }  // namespace vsa::test

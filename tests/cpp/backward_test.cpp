@@ -45,20 +45,5 @@ TEST(Backward, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
 }
 
-TEST(Backward, IgnoresTheOptionalInvertedLists) {
-  // The CPU backend derives its own KV->Q lists; given (even unhelpful)
-  // k2q tensors of the right shape, the result is the same.
-  AttentionCase c;
-  AttentionProblem problem(c, next_seed());
-  BackwardParams p = problem.backward_params();
-  HostTensor k2q_idx(DType::i32, {1, 2, 4, 3}), k2q_num(DType::i32, {1, 2, 4});
-  k2q_idx.poison();
-  k2q_num.poison();
-  p.k2q_idx = k2q_idx.ref();
-  p.k2q_num = k2q_num.ref();
-  vsa::backward(p);
-  problem.expect_backward_matches();
-}
-
 }  // namespace
 }  // namespace vsa::test

@@ -22,22 +22,22 @@ class KernelChoice : public ::testing::Test {
 };
 
 TEST_F(KernelChoice, HopperGetsTheHopperKernelWhenBuiltForIt) {
-  EXPECT_EQ(forward_kernel_for(90), built_with_sm90a() ? ForwardKernel::sm90 : ForwardKernel::sm80);
+  EXPECT_EQ(kernel_family_for(90), built_with_sm90a() ? KernelFamily::sm90 : KernelFamily::sm80);
 }
 
 TEST_F(KernelChoice, OtherArchitecturesGetThePortableKernel) {
-  for (int cc : {80, 86, 89, 100, 103, 120}) EXPECT_EQ(forward_kernel_for(cc), ForwardKernel::sm80) << cc;
+  for (int cc : {80, 86, 89, 100, 103, 120}) EXPECT_EQ(kernel_family_for(cc), KernelFamily::sm80) << cc;
 }
 
 TEST_F(KernelChoice, OverrideSelectsThePortableKernelOnHopper) {
   setenv("VSA_CUDA_KERNEL", "sm80", 1);
-  EXPECT_EQ(forward_kernel_for(90), ForwardKernel::sm80);
+  EXPECT_EQ(kernel_family_for(90), KernelFamily::sm80);
 }
 
 TEST_F(KernelChoice, HopperKernelElsewhereIsRefusedWithAReason) {
   setenv("VSA_CUDA_KERNEL", "sm90", 1);
   try {
-    forward_kernel_for(80);
+    kernel_family_for(80);
     FAIL() << "expected vsa::Error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::unsupported);
@@ -49,7 +49,7 @@ TEST_F(KernelChoice, HopperKernelElsewhereIsRefusedWithAReason) {
 TEST_F(KernelChoice, UnknownOverrideIsAnInvalidArgument) {
   setenv("VSA_CUDA_KERNEL", "sm75", 1);
   try {
-    forward_kernel_for(90);
+    kernel_family_for(90);
     FAIL() << "expected vsa::Error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
@@ -65,7 +65,7 @@ TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
     EXPECT_THROW(vsa::cuda_forward_kernel(0), Error);
     return;
   }
-  EXPECT_EQ(vsa::cuda_forward_kernel(0), forward_kernel_name(forward_kernel_for(device_arch(0))));
+  EXPECT_EQ(vsa::cuda_forward_kernel(0), kernel_family_name(kernel_family_for(device_arch(0))));
   setenv("VSA_CUDA_KERNEL", "sm80", 1);
   EXPECT_EQ(vsa::cuda_forward_kernel(0), "sm80");
 }

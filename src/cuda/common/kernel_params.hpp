@@ -30,4 +30,30 @@ struct FwdKernelParams {
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
 };
 
+// The backward's main kernels (sm80 and sm90): a CTA owns one 64-key tile of
+// one (batch, kv head) and walks the query row tiles that attend to it.
+struct BwdKernelParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* dout;
+  void* dk;
+  void* dv;
+  SeqStrides q_stride, k_stride, v_stride, dout_stride, dk_stride, dv_stride;
+
+  const float* lse;    // [B, H, Sq] base 2, as the forward wrote it
+  const float* delta;  // [B, H, Sq] rowsum(dO ∘ O), from the row pass before
+  float* dq_accum;     // [B, H, Sq, D] fp32 sums of dS·K, fragment order (dq_accum.cuh)
+  const int* k2q_offsets;  // [B·H·NK + 1]: where each (b, h, kv block)'s query blocks start
+  const int* k2q_blocks;   // query block ids, ascending within each (b, h, kv block)
+  const void* vbs;         // [NK]
+  bool vbs_is_64;
+
+  int heads, kv_group;  // query heads h·kv_group .. (h+1)·kv_group-1 share kv head h
+  int num_kv_blocks, block;
+  std::int64_t seq_q;
+  float scale_log2;  // softmax scale * log2(e), as in the forward
+  float scale;       // dK = scale · dSᵀ·Q; dQ's scale is applied when it is finished
+};
+
 }  // namespace vsa::cuda

@@ -1,5 +1,6 @@
 // The two 16-bit input types behind one interface: packing two fp32 values
-// into the 32-bit register halves that mma.sync and 4-byte stores take.
+// into the 32-bit register halves that mma.sync and 4-byte stores take, and
+// unpacking such a pair back to fp32.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +20,9 @@ struct ElemTraits<__nv_bfloat16> {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<std::uint32_t*>(&v);
   }
+  __device__ static float2 unpack(std::uint32_t bits) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  }
 };
 
 template <>
@@ -28,6 +32,7 @@ struct ElemTraits<__half> {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<std::uint32_t*>(&v);
   }
+  __device__ static float2 unpack(std::uint32_t bits) { return __half22float2(*reinterpret_cast<const __half2*>(&bits)); }
 };
 
 }  // namespace vsa::cuda

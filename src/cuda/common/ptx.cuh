@@ -1,6 +1,7 @@
 // Thin wrappers over the sm_80+ instructions the portable kernels use:
 // cp.async (global -> shared without registers), ldmatrix (shared -> the
-// register fragments of mma.sync), mma.sync m16n8k16 and the fast exp2.
+// register fragments of mma.sync), mma.sync m16n8k16, global float
+// reductions and the fast exp2.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,20 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const std::uint32_t (
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// *addr += (x, y, z, w) in global memory, without reading the result back:
+// one 16-byte reduction on sm_90 and later, four 4-byte ones before.
+__device__ __forceinline__ void red_add_f32x4(float* addr, float x, float y, float z, float w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(x), "f"(y), "f"(z), "f"(w)
+               : "memory");
+#else
+  atomicAdd(addr, x);
+  atomicAdd(addr + 1, y);
+  atomicAdd(addr + 2, z);
+  atomicAdd(addr + 3, w);
+#endif
 }
 
 // 2^x with one MUFU instruction; exp2(-inf) = 0, which masking relies on.

@@ -1,0 +1,30 @@
+// The backward's KV->Q lists, built on the GPU from the q2k lists: for each
+// (batch, head, kv block) the query blocks whose first q2k_num entries name
+// it, ascending, once per occurrence — in one array with an offset per list
+// (no per-list capacity, so duplicates never overflow). Sorting makes the
+// order, and with it dK and dV, the same on every run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace vsa::cuda {
+
+struct KvListArgs {
+  const void* q2k_idx;  // [B·H·NQ, max_kv]
+  const void* q2k_num;  // [B·H·NQ]
+  bool idx_is_64, num_is_64;
+  std::int64_t rows;  // B·H·NQ
+  int num_q_blocks, max_kv, num_kv_blocks;
+  // Scratch and result, from the backward's workspace:
+  int* cursors;     // [B·H·NK]: counts, then fill positions
+  int* offsets;     // [B·H·NK + 1]: list l is blocks[offsets[l], offsets[l+1])
+  int* unsorted;    // [B·H·NQ·max_kv]
+  int* blocks;      // [B·H·NQ·max_kv]
+};
+
+// Enqueues the passes on `stream`; no host synchronization.
+void build_kv_lists(const KvListArgs& a, cudaStream_t stream);
+
+}  // namespace vsa::cuda

@@ -1,0 +1,113 @@
+// Tile scheduler of the backward kernels (sm80 and sm90): which 64-key tile
+// a CTA owns, and the sequence of 64-row query tiles it visits — for each
+// query head of its kv head's group, the query blocks whose lists name its
+// KV block (the inverted lists, ascending), each split into blk/64 row tiles.
+// A block listed twice by one query block appears twice and is visited twice.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/block_lists.cuh"
+#include "cuda/common/kernel_params.hpp"
+
+namespace vsa::cuda {
+
+// One unit of work: a query head and the first row of its 64-row tile.
+struct BwdPair {
+  int head;
+  std::int64_t row0;
+};
+
+class BwdScheduler {
+ public:
+  __device__ explicit BwdScheduler(const BwdKernelParams& p)
+      : p_(p),
+        batch_(static_cast<int>(blockIdx.z)),
+        kv_head_(static_cast<int>(blockIdx.y)),
+        tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
+        kv_block_(static_cast<int>(blockIdx.x) >> tile_shift_),
+        key_tile_(static_cast<int>(blockIdx.x) & ((1 << tile_shift_) - 1)),
+        head_(kv_head_ * p.kv_group - 1),
+        entry_(0),
+        entry_end_(0),
+        row_tile_(0) {}
+
+  __device__ int batch() const { return batch_; }
+  __device__ int kv_head() const { return kv_head_; }
+  __device__ std::int64_t first_key() const {
+    return static_cast<std::int64_t>(kv_block_) * p_.block + key_tile_ * kTileRows;
+  }
+  // Keys [0, result) of the tile are real; <= 0 means none (nothing to do).
+  __device__ int valid_keys() const {
+    const int valid = static_cast<int>(load_meta(p_.vbs, p_.vbs_is_64, kv_block_)) - key_tile_ * kTileRows;
+    return valid < kTileRows ? valid : kTileRows;
+  }
+
+  // The next pair, false once every listed query tile has been handed out.
+  __device__ bool next(BwdPair& pair) {
+    while (entry_ == entry_end_) {
+      if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
+      const std::int64_t list = (static_cast<std::int64_t>(batch_) * p_.heads + head_) * p_.num_kv_blocks + kv_block_;
+      entry_ = __ldg(p_.k2q_offsets + list);
+      entry_end_ = __ldg(p_.k2q_offsets + list + 1);
+    }
+    const std::int64_t q_block = __ldg(p_.k2q_blocks + entry_);
+    pair = {head_, q_block * p_.block + row_tile_ * kTileRows};
+    if (++row_tile_ == (1 << tile_shift_)) {
+      row_tile_ = 0;
+      ++entry_;
+    }
+    return true;
+  }
+
+ private:
+  const BwdKernelParams& p_;
+  int batch_, kv_head_;
+  int tile_shift_;           // log2(blk / 64)
+  int kv_block_, key_tile_;  // the CTA's block and which 64 keys of it
+  int head_;                 // query head of the list being walked
+  int entry_, entry_end_;    // position in that list
+  int row_tile_;             // which 64 rows of the current query block
+};
+
+// Where a pair's rows are: its q and dout rows, its lse/delta entries and its
+// dQ accumulator tile.
+template <class Elem>
+struct BwdPairRows {
+  const Elem* q;
+  const Elem* dout;
+  const float* lse;
+  const float* delta;
+  float* dq_accum;
+};
+
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ BwdPairRows<Elem> pair_rows(const BwdKernelParams& p, int batch, const BwdPair& pair) {
+  const std::int64_t stat = (static_cast<std::int64_t>(batch) * p.heads + pair.head) * p.seq_q + pair.row0;
+  return {static_cast<const Elem*>(p.q) + batch * p.q_stride.batch + pair.head * p.q_stride.head +
+              pair.row0 * p.q_stride.seq,
+          static_cast<const Elem*>(p.dout) + batch * p.dout_stride.batch + pair.head * p.dout_stride.head +
+              pair.row0 * p.dout_stride.seq,
+          p.lse + stat, p.delta + stat, p.dq_accum + stat * kHeadDim};
+}
+
+// The CTA's K and V rows (read) and dK and dV rows (written once, at the end).
+template <class Elem>
+struct BwdKeyRows {
+  const Elem* k;
+  const Elem* v;
+  Elem* dk;
+  Elem* dv;
+};
+
+template <class Elem>
+__device__ __forceinline__ BwdKeyRows<Elem> key_rows(const BwdKernelParams& p, const BwdScheduler& sched) {
+  const int b = sched.batch(), h = sched.kv_head();
+  const std::int64_t key = sched.first_key();
+  return {static_cast<const Elem*>(p.k) + b * p.k_stride.batch + h * p.k_stride.head + key * p.k_stride.seq,
+          static_cast<const Elem*>(p.v) + b * p.v_stride.batch + h * p.v_stride.head + key * p.v_stride.seq,
+          static_cast<Elem*>(p.dk) + b * p.dk_stride.batch + h * p.dk_stride.head + key * p.dk_stride.seq,
+          static_cast<Elem*>(p.dv) + b * p.dv_stride.batch + h * p.dv_stride.head + key * p.dv_stride.seq};
+}
+
+}  // namespace vsa::cuda

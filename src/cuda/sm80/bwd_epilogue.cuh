@@ -1,0 +1,45 @@
+// Epilogue of the portable backward kernel: each warp writes its 16 keys' dK
+// (times the softmax scale) and dV rows once, staged through shared memory so
+// the global stores are 16-byte and coalesced. Keys past the block's valid
+// count hold exact zeros.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/numeric.cuh"
+#include "cuda/sm80/bwd_consumer.cuh"
+
+namespace vsa::cuda::sm80 {
+
+// Rows 16w..16w+15 of `stage` (a [64][D] swizzled tile) belong to warp w
+// alone, so no CTA barrier is needed between staging and storing.
+template <class Elem, int kHeadDim>
+__device__ void write_warp_rows(const float (&acc)[1][kHeadDim / 8][4], float factor, int warp, int lane,
+                                Elem* stage, Elem* out_rows, std::int64_t out_row_stride) {
+  using Tile = SmemTile<Elem, kHeadDim>;
+  const int row0 = 16 * warp;
+#pragma unroll
+  for (int t = 0; t < kHeadDim / 8; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<std::uint32_t*>(stage + Tile::offset(row0 + lane / 4 + 8 * h, t) + 2 * (lane % 4)) =
+          ElemTraits<Elem>::pack(acc[0][t][2 * h] * factor, acc[0][t][2 * h + 1] * factor);
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * Tile::kChunks; i += 32) {
+    const int row = row0 + i / Tile::kChunks;
+    const int chunk = i % Tile::kChunks;
+    *reinterpret_cast<uint4*>(out_rows + row * out_row_stride + chunk * 8) =
+        *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk));
+  }
+}
+
+template <class Elem, int kHeadDim>
+__device__ void write_key_grads(const BwdConsumer<Elem, kHeadDim>& c, float scale, Elem* stage_k, Elem* stage_v,
+                                Elem* dk_rows, std::int64_t dk_row_stride, Elem* dv_rows,
+                                std::int64_t dv_row_stride) {
+  write_warp_rows<Elem, kHeadDim>(c.dk(), scale, c.warp(), c.lane(), stage_k, dk_rows, dk_row_stride);
+  write_warp_rows<Elem, kHeadDim>(c.dv(), 1.0f, c.warp(), c.lane(), stage_v, dv_rows, dv_row_stride);
+}
+
+}  // namespace vsa::cuda::sm80

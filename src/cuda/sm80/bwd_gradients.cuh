@@ -1,0 +1,61 @@
+// The backward's elementwise step on one warp's 16 keys × 64 query rows of
+// Sᵀ and dPᵀ (m16n8 accumulator fragments: rows are keys key0 + lane/4 and
+// + 8, columns are query rows), shared by the portable and the Hopper kernel,
+// whose warpgroup accumulators hold the same fragments per warp:
+//
+//   Pᵀ  = exp2(Sᵀ·scale·log2e − lse[row])
+//   dSᵀ = Pᵀ ∘ (dPᵀ − delta[row])
+//
+// and the store of dSᵀ into the [64 keys][64 rows] shared tile that dQ = dS·K
+// reads (16-byte chunks XOR-swizzled by row % 8: the sm80 tile of width 64,
+// which is also the Hopper 128-byte-swizzled layout of a 64-wide tile).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/numeric.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm80/tile_producer.cuh"
+
+namespace vsa::cuda::sm80 {
+
+constexpr int kBwdRowTiles = kTileRows / 8;  // 8-row column groups of Sᵀ
+using BwdScores = float[1][kBwdRowTiles][4];
+
+// Keys at or past `valid` get Pᵀ = dSᵀ = 0 exactly (selected, not
+// multiplied: their scores may be anything), so their dK and dV rows stay
+// exactly zero and they add nothing to dQ.
+__device__ __forceinline__ void scores_to_gradients(BwdScores& s, BwdScores& dp, const float* s_lse,
+                                                    const float* s_delta, float scale_log2, int valid, int key0,
+                                                    int lane) {
+  const int key = key0 + lane / 4;
+  const bool real[2] = {key < valid, key + 8 < valid};
+#pragma unroll
+  for (int t = 0; t < kBwdRowTiles; ++t) {
+    const int col = 8 * t + 2 * (lane % 4);
+    const float2 lse = *reinterpret_cast<const float2*>(s_lse + col);
+    const float2 delta = *reinterpret_cast<const float2*>(s_delta + col);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float row_lse = (e & 1) ? lse.y : lse.x;
+      const float row_delta = (e & 1) ? delta.y : delta.x;
+      const float p = ptx::exp2_fast(fmaf(s[0][t][e], scale_log2, -row_lse));
+      s[0][t][e] = real[e / 2] ? p : 0.0f;
+      dp[0][t][e] = real[e / 2] ? p * (dp[0][t][e] - row_delta) : 0.0f;
+    }
+  }
+}
+
+template <class Elem>
+__device__ __forceinline__ void store_ds_rows(Elem* sds, const BwdScores& ds, int key0, int lane) {
+  using DsTile = SmemTile<Elem, kTileRows>;
+  const int key = key0 + lane / 4;
+#pragma unroll
+  for (int t = 0; t < kBwdRowTiles; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<std::uint32_t*>(sds + DsTile::offset(key + 8 * h, t) + 2 * (lane % 4)) =
+          ElemTraits<Elem>::pack(ds[0][t][2 * h], ds[0][t][2 * h + 1]);
+}
+
+}  // namespace vsa::cuda::sm80

@@ -1,0 +1,109 @@
+// The portable (sm_80+) block-sparse backward kernel: a CTA of four warps
+// owns one 64-key tile of one (batch, kv head), walks the query row tiles
+// that attend to it (the inverted lists, BwdScheduler), keeps the tile's dK
+// and dV in registers and writes them once; dQ is added into an fp32
+// accumulator that a row pass turns into dq afterwards (backward/row_passes.cu).
+//
+// Shared memory: K and V (resident), one Q and one dO tile with their lse and
+// delta, and the dSᵀ tile: 73 KB at D = 128, so it launches on every GPU from
+// sm_80 on (the 99 KB of sm_86/89/120 included). The next pair's Q/dO land
+// while this pair's dQ = dS·K runs and its sums go out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/bwd_scheduler.cuh"
+#include "cuda/common/cuda_check.hpp"
+#include "cuda/sm80/bwd_epilogue.cuh"
+
+namespace vsa::cuda::sm80 {
+
+constexpr int kBwdThreads = 128;  // four warps of 16 keys
+
+template <class Elem, int kHeadDim>
+constexpr int bwd_smem_bytes() {
+  // K, V, Q, dO tiles; the dSᵀ tile; lse and delta of the query tile.
+  return (4 * kTileRows * kHeadDim + kTileRows * kTileRows) * static_cast<int>(sizeof(Elem)) +
+         2 * kTileRows * static_cast<int>(sizeof(float));
+}
+
+// Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
+// copied by the first 32 threads).
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const BwdKernelParams& p, Elem* sq,
+                                          Elem* sdo, float* s_lse, float* s_delta) {
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(sq, rows.q, p.q_stride.seq);
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(sdo, rows.dout, p.dout_stride.seq);
+  const int t = static_cast<int>(threadIdx.x);
+  constexpr int kChunks = kTileRows / 4;
+  if (t < kChunks)
+    ptx::cp_async_16(ptx::smem_addr(s_lse + 4 * t), rows.lse + 4 * t);
+  else if (t < 2 * kChunks)
+    ptx::cp_async_16(ptx::smem_addr(s_delta + 4 * (t - kChunks)), rows.delta + 4 * (t - kChunks));
+}
+
+template <class Elem, int kHeadDim>
+__global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
+  using Consumer = BwdConsumer<Elem, kHeadDim>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kTile = kTileRows * kHeadDim;
+  Elem* const sk = reinterpret_cast<Elem*>(smem);
+  Elem* const sv = sk + kTile;
+  Elem* const sq = sv + kTile;
+  Elem* const sdo = sq + kTile;
+  Elem* const sds = sdo + kTile;
+  float* const s_lse = reinterpret_cast<float*>(sds + kTileRows * kTileRows);
+  float* const s_delta = s_lse + kTileRows;
+
+  BwdScheduler sched(p);
+  const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
+  const int valid = sched.valid_keys();
+  Consumer consumer(static_cast<int>(threadIdx.x) / 32);
+
+  BwdPair pair{};
+  bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
+  if (have) {
+    load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq);
+    load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, sq, sdo, s_lse, s_delta);
+  }
+  ptx::cp_async_commit();
+  while (have) {
+    ptx::cp_async_wait<0>();  // this pair's Q, dO, lse, delta (and K, V) ...
+    __syncthreads();          // ... for every thread; every warp is done with the last dSᵀ
+    BwdPair next{};
+    const bool have_next = sched.next(next);
+
+    typename Consumer::Scores s, dp;
+    consumer.scores(sk, sv, sq, sdo, s, dp);
+    consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid);
+    consumer.accumulate(sq, sdo, s, dp);
+    consumer.store_ds(sds, dp);
+
+    __syncthreads();  // dSᵀ is whole; every warp is done with Q, dO, lse, delta
+    if (have_next)
+      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, sq, sdo, s_lse, s_delta);
+    ptx::cp_async_commit();
+    consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum);
+
+    pair = next;
+    have = have_next;
+  }
+  // No copy is in flight here, and each warp stages only its own rows of the
+  // Q and dO tiles.
+  write_key_grads(consumer, p.scale, sq, sdo, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq);
+}
+
+template <class Elem, int kHeadDim>
+void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
+  constexpr int kSmem = bwd_smem_bytes<Elem, kHeadDim>();
+  static const cudaError_t attribute_status =
+      cudaFuncSetAttribute(bwd_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  check_cuda(attribute_status, "cudaFuncSetAttribute(sm80 bwd_kernel)");
+  const dim3 grid(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
+                  static_cast<unsigned>(batch));
+  bwd_kernel<Elem, kHeadDim><<<grid, kBwdThreads, kSmem, stream>>>(p);
+  check_launch("bwd_kernel (sm80)");
+}
+
+}  // namespace vsa::cuda::sm80

@@ -1,0 +1,180 @@
+// Hopper (sm_90a) block-sparse backward, first version: one warpgroup per
+// 64-key tile of one (batch, kv head), walking the query row tiles that
+// attend to it (BwdScheduler), with every product on wgmma:
+//
+//   Sᵀ  = K·Qᵀ, dPᵀ = V·dOᵀ   m64n64, both operands from shared memory
+//   dV += Pᵀ·dO, dK += dSᵀ·Q  m64nD, Pᵀ and dSᵀ as register A operands
+//   dQ  = dS·K                 m64nD, dS read transposed from a shared dSᵀ
+//                              tile, K as an MN-major operand; added into the
+//                              fp32 accumulator with 16-byte reductions
+//
+// The elementwise step and the dSᵀ store are the portable kernel's (a warp
+// of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
+// cp.async into the 128-byte-swizzled layout; the next pair's Q/dO land
+// while dQ = dS·K and its reductions run. Two CTAs per SM.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/bwd_scheduler.cuh"
+#include "cuda/common/cuda_check.hpp"
+#include "cuda/common/dq_accum.cuh"
+#include "cuda/sm80/bwd_epilogue.cuh"
+#include "cuda/sm80/bwd_gradients.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
+
+namespace vsa::cuda::sm90 {
+
+template <class Elem, int kHeadDim>
+constexpr int bwd_smem_bytes() {
+  // K, V, Q, dO; the dSᵀ tile; lse and delta; alignment slack.
+  return 4 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes +
+         2 * kTileRows * static_cast<int>(sizeof(float)) + 1024;
+}
+
+// Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
+// copied by the first 32 threads).
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const BwdKernelParams& p, std::uint32_t sq,
+                                          std::uint32_t sdo, std::uint32_t s_stats) {
+  load_tile<Elem, kHeadDim>(sq, rows.q, p.q_stride.seq);
+  load_tile<Elem, kHeadDim>(sdo, rows.dout, p.dout_stride.seq);
+  const int t = static_cast<int>(threadIdx.x);
+  constexpr int kChunks = kTileRows / 4;
+  if (t < kChunks)
+    ptx::cp_async_16(s_stats + 16 * t, rows.lse + 4 * t);
+  else if (t < 2 * kChunks)
+    ptx::cp_async_16(s_stats + 16 * t, rows.delta + 4 * (t - kChunks));
+}
+
+// Register A fragments (four k16 steps over the 64 query rows) of a warp's
+// m16n8 accumulators, as in the forward's P·V.
+template <class Elem>
+__device__ __forceinline__ void pack_a(const sm80::BwdScores& x, std::uint32_t (&a)[kTileRows / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kTileRows / 16; ++kk) {
+    a[kk][0] = ElemTraits<Elem>::pack(x[0][2 * kk][0], x[0][2 * kk][1]);
+    a[kk][1] = ElemTraits<Elem>::pack(x[0][2 * kk][2], x[0][2 * kk][3]);
+    a[kk][2] = ElemTraits<Elem>::pack(x[0][2 * kk + 1][0], x[0][2 * kk + 1][1]);
+    a[kk][3] = ElemTraits<Elem>::pack(x[0][2 * kk + 1][2], x[0][2 * kk + 1][3]);
+  }
+}
+
+template <class Elem, int kHeadDim>
+__global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = SwizzledTile<kHeadDim>;
+  constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
+  constexpr int kSteps = kTileRows / 16;  // k16 steps over 64 keys or 64 query rows
+  extern __shared__ __align__(1024) unsigned char smem[];
+  // The swizzle is applied to address bits, so tiles start on 1024 bytes.
+  const std::uint32_t smem0 = ptx::smem_addr(smem);
+  const std::uint32_t sk = (smem0 + 1023u) & ~1023u, sv = sk + Tile::kBytes, sq = sv + Tile::kBytes,
+                      sdo = sq + Tile::kBytes, sds = sdo + Tile::kBytes,
+                      s_stats = sds + SwizzledTile<kTileRows>::kBytes;
+  auto generic = [&](std::uint32_t addr) { return smem + (addr - smem0); };
+  const float* s_lse = reinterpret_cast<const float*>(generic(s_stats));
+  const float* s_delta = s_lse + kTileRows;
+
+  BwdScheduler sched(p);
+  const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
+  const int valid = sched.valid_keys();
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  float dk[kHeadDim / 2], dv[kHeadDim / 2];
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) dk[i] = dv[i] = 0.0f;
+
+  BwdPair pair{};
+  bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
+  if (have) {
+    load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq);
+    load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, sq, sdo, s_stats);
+  }
+  ptx::cp_async_commit();
+  while (have) {
+    ptx::cp_async_wait<0>();  // this pair's Q, dO, lse, delta (and K, V) written by this thread ...
+    fence_proxy_async();      // ... visible to wgmma ...
+    __syncthreads();          // ... for every thread; the last dQ product is done with dSᵀ
+    BwdPair next{};
+    const bool have_next = sched.next(next);
+
+    sm80::BwdScores s, dp;
+    float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
+    float(&dp_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(dp);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(sk, kk), k_major_desc<kHeadDim>(sq, kk), kk > 0);
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      wgmma_ss<kBf16, kTileRows>(dp_flat, k_major_desc<kHeadDim>(sv, kk), k_major_desc<kHeadDim>(sdo, kk), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(s_flat);
+    fence_registers(dp_flat);
+
+    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane);
+    sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
+    std::uint32_t pa[kSteps][4], dsa[kSteps][4];
+    pack_a<Elem>(s, pa);
+    pack_a<Elem>(dp, dsa);
+    fence_registers(dv);
+    fence_registers(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<kBf16, kHeadDim>(dv, pa[kk], mn_major_desc<kHeadDim>(sdo, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<kBf16, kHeadDim>(dk, dsa[kk], mn_major_desc<kHeadDim>(sq, kk), 1);
+    wgmma_commit();
+    fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
+    wgmma_wait<0>();
+    fence_registers(dv);
+    fence_registers(dk);
+
+    __syncthreads();  // dSᵀ is whole; every product reading Q, dO, lse, delta is done
+    if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, sq, sdo, s_stats);
+    ptx::cp_async_commit();
+
+    float dq[kHeadDim / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk)
+      wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(dq);
+    float* dq_tile = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;
+#pragma unroll
+    for (int t = 0; t < kHeadDim / 8; ++t)
+      ptx::red_add_f32x4(dq_tile + dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t], dq[4 * t + 1],
+                         dq[4 * t + 2], dq[4 * t + 3]);
+
+    pair = next;
+    have = have_next;
+  }
+  // No copy or product reading Q/dO is in flight here; each warp stages only
+  // its own 16 rows of those tiles (generic [64][D] layout, as the sm80 tiles).
+  using Grad = float[1][kHeadDim / 8][4];
+  sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dk), p.scale, warp, lane,
+                                        reinterpret_cast<Elem*>(generic(sq)), keys.dk, p.dk_stride.seq);
+  sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dv), 1.0f, warp, lane,
+                                        reinterpret_cast<Elem*>(generic(sdo)), keys.dv, p.dv_stride.seq);
+#else
+  __trap();  // built only for sm_90a; dispatch never launches it elsewhere
+#endif
+}
+
+template <class Elem, int kHeadDim>
+void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
+  constexpr int kSmem = bwd_smem_bytes<Elem, kHeadDim>();
+  static const cudaError_t attribute_status =
+      cudaFuncSetAttribute(bwd_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  check_cuda(attribute_status, "cudaFuncSetAttribute(sm90 bwd_kernel)");
+  const dim3 grid(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
+                  static_cast<unsigned>(batch));
+  bwd_kernel<Elem, kHeadDim><<<grid, kWarpgroupThreads, kSmem, stream>>>(p);
+  check_launch("bwd_kernel (sm90)");
+}
+
+}  // namespace vsa::cuda::sm90

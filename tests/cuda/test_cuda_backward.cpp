@@ -1,0 +1,212 @@
+// The CUDA backward pass against the analytic float64 gradient of the dense
+// reference: the shared case matrix of the CPU tests, partial blocks cut at
+// every tile boundary, empty rows and unattended blocks, and a random sweep.
+// Skipped when the machine has no CUDA device (CI); the GPU script runs it
+// for both kernels (the default and VSA_CUDA_KERNEL=sm80).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "device_problem.hpp"
+
+namespace vsa::test {
+namespace {
+
+// The problem's backward tensors mirrored on the GPU with the workspace the
+// library asks for; run() computes dq, dk, dv and copies them back.
+class DeviceBackward {
+ public:
+  explicit DeviceBackward(AttentionProblem& problem)
+      : params_(problem.backward_params()), inputs_(problem), out_(problem.out),
+        lse_(problem.lse), dout_(problem.dout), dq_(problem.dq), dk_(problem.dk), dv_(problem.dv) {
+    params_.in = inputs_.inputs();
+    params_.out = out_.ref();
+    params_.lse = lse_.ref();
+    params_.dout = dout_.ref();
+    params_.dq = dq_.ref();
+    params_.dk = dk_.ref();
+    params_.dv = dv_.ref();
+  }
+
+  std::size_t workspace_bytes() const { return backward_workspace_bytes(params_); }
+
+  void run(std::size_t workspace_bytes) {
+    DeviceBytes workspace(workspace_bytes);
+    params_.workspace = workspace.data();
+    params_.workspace_bytes = workspace.size();
+    vsa::backward(params_);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dq_.copy_back();
+    dk_.copy_back();
+    dv_.copy_back();
+  }
+  void run() { run(workspace_bytes()); }
+
+ private:
+  BackwardParams params_;
+  DeviceInputs inputs_;
+  DeviceMirror out_, lse_, dout_, dq_, dk_, dv_;
+};
+
+void expect_gpu_backward_matches(AttentionProblem& problem) {
+  ASSERT_TRUE(supported(DeviceInputs(problem).inputs()).ok);
+  DeviceBackward device(problem);
+  device.run();
+  problem.expect_backward_matches();
+}
+
+class CudaBackward : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(CudaBackward, MatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::uint64_t seed = next_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  AttentionProblem problem(on_gpu(GetParam()), seed);
+  expect_gpu_backward_matches(problem);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward, ::testing::ValuesIn(attention_cases()), case_name);
+
+// Blocks cut on both sides of every boundary a kernel steps over: the 16-key
+// rows of a warp, the 64-key tiles (blk = 128), the block end; each query
+// block lists every KV block.
+class CudaBackwardPartialBlocks : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaBackwardPartialBlocks, EveryCutMatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [head_dim, block] = GetParam();
+  const std::vector<std::int64_t> cuts =
+      block == 64 ? std::vector<std::int64_t>{1, 15, 16, 17, 33, 63, 64}
+                  : std::vector<std::int64_t>{1, 16, 63, 64, 65, 80, 127, 128};
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = head_dim;
+  c.block = block;
+  c.num_q_blocks = 2;
+  c.num_kv_blocks = static_cast<std::int64_t>(cuts.size());
+  c.max_kv = c.num_kv_blocks;
+  AttentionProblem problem(c, next_seed());
+  std::vector<std::int64_t> every_block;
+  for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) {
+    problem.set_vbs(j, cuts[static_cast<std::size_t>(j)]);
+    every_block.push_back(j);
+  }
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t i = 0; i < c.num_q_blocks; ++i) problem.set_list(0, h, i, every_block);
+  expect_gpu_backward_matches(problem);
+}
+
+INSTANTIATE_TEST_SUITE_P(DimsAndBlocks, CudaBackwardPartialBlocks,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128)));
+
+TEST(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  AttentionProblem problem(c, next_seed());
+  problem.set_vbs(1, 0);
+  problem.set_vbs(3, 64);
+  for (std::int64_t h = 0; h < 2; ++h) {
+    problem.set_list(0, h, 0, {});      // count 0
+    problem.set_list(0, h, 1, {1});     // only a zero-size block
+    problem.set_list(0, h, 2, {2, 0});  // nobody lists block 3
+  }
+  expect_gpu_backward_matches(problem);
+  auto all_zero = [](const HostTensor& t, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t e = begin; e < end; ++e)
+      if (t.get(e) != 0.0) return false;
+    return true;
+  };
+  const std::int64_t block_elems = 64 * 64;  // bhsd, head 0 first
+  EXPECT_TRUE(all_zero(problem.dq, 0, 2 * block_elems)) << "dq of rows with nothing to attend";
+  EXPECT_FALSE(all_zero(problem.dq, 2 * block_elems, 3 * block_elems));
+  EXPECT_TRUE(all_zero(problem.dk, 1 * block_elems, 2 * block_elems)) << "dk of a zero-size block";
+  EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
+}
+
+TEST(CudaBackwardEdges, KeyGradientsAreRepeatableBitForBit) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = 128;
+  c.num_q_blocks = 6;
+  c.num_kv_blocks = 6;
+  c.max_kv = 6;
+  c.heads = 4;
+  c.kv_heads = 2;
+  AttentionProblem problem(c, next_seed());
+  DeviceBackward device(problem);
+  device.run();
+  const HostTensor dk = problem.dk, dv = problem.dv;
+  device.run();
+  for (std::int64_t e = 0; e < dk.numel(); ++e) {
+    ASSERT_EQ(problem.dk.get(e), dk.get(e)) << "dk element " << e;
+    ASSERT_EQ(problem.dv.get(e), dv.get(e)) << "dv element " << e;
+  }
+}
+
+TEST(CudaBackwardEdges, TooSmallWorkspaceIsAnErrorAndWritesNothing) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  AttentionProblem problem(c, next_seed());
+  DeviceBackward device(problem);
+  const std::size_t needed = device.workspace_bytes();
+  ASSERT_GT(needed, 0u);
+  try {
+    device.run(needed - 256);
+    FAIL() << "a workspace smaller than backward_workspace_bytes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "workspace") << e.what();
+  }
+  EXPECT_TRUE(problem.dq.untouched() && problem.dk.untouched() && problem.dv.untouched());
+}
+
+// Random problems: shapes, GQA groups, block sizes, head dims, dtypes,
+// layouts, list lengths from 0 to NK (capacities past NK, duplicates),
+// int32/int64 metadata. VSA_BACKWARD_SWEEP_CASES sets the count (default 200).
+TEST(CudaBackwardSweep, RandomProblemsMatchReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const char* env = std::getenv("VSA_BACKWARD_SWEEP_CASES");
+  const int cases = env != nullptr ? std::atoi(env) : 200;
+  std::mt19937_64 rng(next_seed());
+  auto pick = [&rng](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  for (int n = 0; n < cases; ++n) {
+    AttentionCase c;
+    c.dtype = pick(0, 1) ? DType::bf16 : DType::f16;
+    c.head_dim = pick(0, 1) ? 64 : 128;
+    c.block = pick(0, 2) ? 64 : 128;
+    c.batch = pick(1, 2);
+    c.kv_heads = pick(1, 2);
+    c.heads = c.kv_heads * pick(1, 3);
+    c.num_q_blocks = pick(1, 5);
+    c.num_kv_blocks = pick(1, 6);
+    c.duplicates = pick(0, 4) == 0;
+    c.max_kv = pick(1, c.num_kv_blocks + 2);
+    c.layout = pick(0, 1) ? Layout::bhsd : Layout::bshd;
+    c.padded_rows = pick(0, 3) == 0;
+    c.idx_dtype = pick(0, 1) ? DType::i32 : DType::i64;
+    c.num_dtype = pick(0, 1) ? DType::i32 : DType::i64;
+    c.vbs_dtype = pick(0, 1) ? DType::i32 : DType::i64;
+    const std::uint64_t seed = next_seed();
+    SCOPED_TRACE("sweep case " + std::to_string(n) + ", seed " + std::to_string(seed) + ": B" +
+                 std::to_string(c.batch) + " H" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+                 " NQ" + std::to_string(c.num_q_blocks) + " NK" + std::to_string(c.num_kv_blocks) + " blk" +
+                 std::to_string(c.block) + " D" + std::to_string(c.head_dim) + " max_kv" +
+                 std::to_string(c.max_kv));
+    AttentionProblem problem(c, seed);
+    expect_gpu_backward_matches(problem);
+    if (::testing::Test::HasFailure()) return;  // the first failing case says enough
+  }
+}
+
+}  // namespace
+}  // namespace vsa::test
