@@ -3,7 +3,8 @@
 # builds the library and the Python package for sm_90a, runs the GPU tests
 # (C++ and Python) and the benchmark, and writes every log under $OUT.
 #
-#   scripts/gpu.sh [stage ...]     stages: build ctest pytest bench (default: all)
+#   scripts/gpu.sh [stage ...]     stages: cpp python ctest pytest kernels bench
+#                                  (default: all; `build` means cpp python)
 #
 # Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
@@ -13,7 +14,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-stages=${*:-build ctest pytest bench}
+stages=${*:-cpp python ctest pytest kernels bench}
+stages=${stages//build/cpp python}
 jobs=$(nproc)
 status=0
 
@@ -21,7 +23,8 @@ note() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/summary.txt"; }
 want() { [[ " $stages " == *" $1 "* ]]; }
 
 # At most 8 files come back from the device: summary.txt (environment and
-# stage results), build.log, ctest.log, pytest.log, bench.log, bench/results.*.
+# stage results), build.log, ctest.log, pytest.log, kernels.log, bench.log,
+# bench/results.*.
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${VSA_COMMIT:-unknown}"
@@ -31,24 +34,27 @@ want() { [[ " $stages " == *" $1 "* ]]; }
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt"
 
-if want build; then
+if want cpp; then
   note "build: C++ library and tests for sm_90a"
   gtest_args=()
   [[ -d ${GTEST_DIR:-.gtest} ]] && gtest_args=(-DVSA_GTEST_SOURCE_DIR="$PWD/${GTEST_DIR:-.gtest}")
   { cmake -B build/gpu -G Ninja -DVSA_CUDA_ARCHS=90a-real -DVSA_BUILD_TESTS=ON \
       -DVSA_PTXAS_VERBOSE=ON "${gtest_args[@]}" &&
     cmake --build build/gpu -j "$jobs"; } > "$OUT/build.log" 2>&1 || { note "C++ build FAILED"; status=1; }
+  grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | tee -a "$OUT/summary.txt"
+fi
+
+if want python; then
   note "build: Python package"
   python3 -m pip install --no-build-isolation --no-deps --no-cache-dir \
     -C cmake.define.VSA_CUDA_ARCHS=90a-real -C build-dir=build/py . >> "$OUT/build.log" 2>&1 ||
     { note "pip install FAILED"; status=1; }
-  grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | tee -a "$OUT/summary.txt"
-  vsa info 2>&1 | tee -a "$OUT/summary.txt"  # which forward kernel each GPU runs
+  vsa info 2>&1 | tee -a "$OUT/summary.txt"  # which kernels each GPU runs
 fi
 
 if want ctest; then
   note "ctest"
-  ctest --test-dir build/gpu --output-on-failure -j 4 > "$OUT/ctest.log" 2>&1 || { note "ctest FAILED"; status=1; }
+  ctest --test-dir build/gpu --output-on-failure --timeout 300 -j 4 > "$OUT/ctest.log" 2>&1 || { note "ctest FAILED"; status=1; }
   grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
 fi
 
@@ -56,6 +62,17 @@ if want pytest; then
   note "pytest (GPU and CPU tests)"
   python3 -m pytest tests/python -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 || { note "pytest FAILED"; status=1; }
   tail -n 1 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
+fi
+
+if want kernels; then
+  note "kernels: forward and backward of both kernel families, no Python (bench/kernel)"
+  kb=build/gpu/bench/kernel/vsa_kernel_bench
+  for family in default sm80; do
+    for shape in "12 624 63 128 64 1" "16 768 64 128 64 0" "16 384 32 128 128 0" "12 624 63 64 64 1"; do
+      # shellcheck disable=SC2086
+      echo "$family: $(if [[ $family == sm80 ]]; then VSA_CUDA_KERNEL=sm80 $kb $shape; else $kb $shape; fi 2>&1)"
+    done
+  done | tee "$OUT/kernels.log" | tee -a "$OUT/summary.txt"
 fi
 
 if want bench; then
