@@ -1,6 +1,6 @@
 // The portable (sm_80+) block-sparse backward kernel: a CTA of four warps
 // owns one 64-key tile of one (batch, kv head), walks the query row tiles
-// that attend to it (the inverted lists, BwdScheduler), keeps the tile's dK
+// that attend to it (the inverted lists, KeyScheduler), keeps the tile's dK
 // and dV in registers and writes them once; dQ is added into an fp32
 // accumulator that a row pass turns into dq afterwards (backward/row_passes.cu).
 //
@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/common/bwd_scheduler.cuh"
+#include "cuda/common/key_scheduler.cuh"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/bwd_epilogue.cuh"
 
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   float* const s_lse = reinterpret_cast<float*>(sds + kTileRows * kTileRows);
   float* const s_delta = s_lse + kTileRows;
 
-  BwdScheduler sched(p);
+  KeyScheduler sched(p);
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   Consumer consumer(static_cast<int>(threadIdx.x) / 32);

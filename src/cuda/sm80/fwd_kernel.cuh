@@ -14,7 +14,7 @@
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/fwd_epilogue.cuh"
-#include "cuda/sm80/fwd_scheduler.cuh"
+#include "cuda/common/query_scheduler.cuh"
 
 namespace vsa::cuda::sm80 {
 
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
   Elem* const sk = sq + kCtaRows * kHeadDim;
   Elem* const sv = sk + Tile::kElems;
 
-  const FwdScheduler<kCtaRows> sched(p);
+  const QueryScheduler<kCtaRows> sched(p);
   const auto [q, k, v] = cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) block-sparse backward, first version: one warpgroup per
 // 64-key tile of one (batch, kv head), walking the query row tiles that
-// attend to it (BwdScheduler), with every product on wgmma:
+// attend to it (KeyScheduler), with every product on wgmma:
 //
 //   Sᵀ  = K·Qᵀ, dPᵀ = V·dOᵀ   m64n64, both operands from shared memory
 //   dV += Pᵀ·dO, dK += dSᵀ·Q  m64nD, Pᵀ and dSᵀ as register A operands
@@ -16,7 +16,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/common/bwd_scheduler.cuh"
+#include "cuda/common/key_scheduler.cuh"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/dq_accum.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   const float* s_lse = reinterpret_cast<const float*>(generic(s_stats));
   const float* s_delta = s_lse + kTileRows;
 
-  BwdScheduler sched(p);
+  KeyScheduler sched(p);
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;

@@ -14,7 +14,7 @@
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/fwd_epilogue.cuh"
-#include "cuda/sm80/fwd_scheduler.cuh"
+#include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 
 namespace vsa::cuda::sm90 {
@@ -32,8 +32,8 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
   const std::uint32_t base = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const std::uint32_t sq = base, sk = base + Tile::kBytes, sv = base + 2 * Tile::kBytes;
 
-  const sm80::FwdScheduler<kTileRows> sched(p);
-  const auto [q, k, v] = sm80::cta_inputs<Elem>(p, sched);
+  const QueryScheduler<kTileRows> sched(p);
+  const auto [q, k, v] = cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 
   load_tile<Elem, kHeadDim>(sq, q, p.q_stride.seq);
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
   ptx::cp_async_wait<0>();
   __syncthreads();  // every wgmma read of Q is done: the epilogue stages O over it
 
-  const auto [out, lse] = sm80::cta_outputs<Elem>(p, sched);
+  const auto [out, lse] = cta_outputs<Elem>(p, sched);
   // Generic stores into the staging rows: plain [row][D] layout, as sm80's.
   Elem* stage = reinterpret_cast<Elem*>(smem + (sq - ptx::smem_addr(smem)));
   sm80::write_output(consumer, stage, out, p.out_stride.seq, lse);

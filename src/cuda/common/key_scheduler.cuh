@@ -1,4 +1,4 @@
-// Tile scheduler of the backward kernels (sm80 and sm90): which 64-key tile
+// Tile scheduler of the backward's key pass (sm80 and sm90): which 64-key tile
 // a CTA owns, and the sequence of 64-row query tiles it visits — for each
 // query head of its kv head's group, the query blocks whose lists name its
 // KV block (the inverted lists, ascending), each split into blk/64 row tiles.
@@ -18,9 +18,9 @@ struct BwdPair {
   std::int64_t row0;
 };
 
-class BwdScheduler {
+class KeyScheduler {
  public:
-  __device__ explicit BwdScheduler(const BwdKernelParams& p)
+  __device__ explicit KeyScheduler(const BwdKernelParams& p)
       : p_(p),
         batch_(static_cast<int>(blockIdx.z)),
         kv_head_(static_cast<int>(blockIdx.y)),
@@ -101,7 +101,7 @@ struct BwdKeyRows {
 };
 
 template <class Elem>
-__device__ __forceinline__ BwdKeyRows<Elem> key_rows(const BwdKernelParams& p, const BwdScheduler& sched) {
+__device__ __forceinline__ BwdKeyRows<Elem> key_rows(const BwdKernelParams& p, const KeyScheduler& sched) {
   const int b = sched.batch(), h = sched.kv_head();
   const std::int64_t key = sched.first_key();
   return {static_cast<const Elem*>(p.k) + b * p.k_stride.batch + h * p.k_stride.head + key * p.k_stride.seq,

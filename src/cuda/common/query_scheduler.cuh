@@ -1,7 +1,7 @@
-// Tile scheduler of the portable forward kernel: which kCtaRows query rows a
-// CTA owns (a whole query block, or half of a 128-row one), and the sequence
-// of 64-key tiles it visits — the listed KV blocks in list order, each split
-// into blk/64 tiles.
+// Tile scheduler of the kernels that walk a query block's list (the forward,
+// and the backward's dQ pass): which kCtaRows query rows a CTA owns (a whole
+// query block, or part of a 128-row one), and the sequence of 64-key tiles it
+// visits — the listed KV blocks in list order, each split into blk/64 tiles.
 //
 // Lookups are split so the kernel can issue them a tile ahead with no branch
 // on their result: block_of() is one load of the list, valid_keys() one load
@@ -14,12 +14,13 @@
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
 
-namespace vsa::cuda::sm80 {
+namespace vsa::cuda {
 
-template <int kCtaRows>
-class FwdScheduler {
+// Params: FwdKernelParams or BwdKernelParams (the same list fields).
+template <int kCtaRows, class Params = FwdKernelParams>
+class QueryScheduler {
  public:
-  __device__ explicit FwdScheduler(const FwdKernelParams& p)
+  __device__ explicit QueryScheduler(const Params& p)
       : p_(p),
         batch_(static_cast<int>(blockIdx.z)),
         head_(static_cast<int>(blockIdx.y)),
@@ -56,7 +57,7 @@ class FwdScheduler {
   }
 
  private:
-  const FwdKernelParams& p_;
+  const Params& p_;
   int batch_, head_, q_tile_;  // q_tile_: index of the CTA's kCtaRows-row query tile
   int tile_shift_;  // log2(blk / 64): blocks of 64 or 128 keys
   std::int64_t list_;
@@ -79,7 +80,7 @@ struct CtaOutputs {
 };
 
 template <class Elem, int kCtaRows>
-__device__ __forceinline__ CtaInputs<Elem> cta_inputs(const FwdKernelParams& p, const FwdScheduler<kCtaRows>& sched) {
+__device__ __forceinline__ CtaInputs<Elem> cta_inputs(const FwdKernelParams& p, const QueryScheduler<kCtaRows>& sched) {
   return {static_cast<const Elem*>(p.q) + sched.batch() * p.q_stride.batch + sched.head() * p.q_stride.head +
               sched.first_query_row() * p.q_stride.seq,
           static_cast<const Elem*>(p.k) + sched.batch() * p.k_stride.batch + sched.kv_head() * p.k_stride.head,
@@ -88,7 +89,7 @@ __device__ __forceinline__ CtaInputs<Elem> cta_inputs(const FwdKernelParams& p, 
 
 template <class Elem, int kCtaRows>
 __device__ __forceinline__ CtaOutputs<Elem> cta_outputs(const FwdKernelParams& p,
-                                                        const FwdScheduler<kCtaRows>& sched) {
+                                                        const QueryScheduler<kCtaRows>& sched) {
   const std::int64_t q_row0 = sched.first_query_row();
   return {static_cast<Elem*>(p.out) + sched.batch() * p.out_stride.batch + sched.head() * p.out_stride.head +
               q_row0 * p.out_stride.seq,
@@ -98,4 +99,4 @@ __device__ __forceinline__ CtaOutputs<Elem> cta_outputs(const FwdKernelParams& p
                                  q_row0};
 }
 
-}  // namespace vsa::cuda::sm80
+}  // namespace vsa::cuda
