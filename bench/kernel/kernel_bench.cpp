@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   b.dv = TensorRef::contiguous(d_grads + 2 * elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
 
   try {
-    b.workspace_bytes = vsa::backward_workspace_bytes(b);
+    b.workspace_bytes = vsa::backward_workspace_bytes(b);  // the atomic path's is the larger
     check(cudaMalloc(&b.workspace, b.workspace_bytes), "cudaMalloc workspace");
     const double flops = 4.0 * static_cast<double>(heads * dim * seq * topk * block);
     std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d:", static_cast<long long>(heads),
@@ -128,8 +128,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(block), partial ? 1 : 0);
     const double fwd = median_ms([&] { vsa::forward(p); });
     const double bwd = median_ms([&] { vsa::backward(b); });
-    std::printf(" fwd %.3f ms (%.1f TFLOP/s), bwd %.3f ms (%.1f TFLOP/s effective)\n", fwd, flops / fwd / 1e9,
-                bwd, 2.5 * flops / bwd / 1e9);
+    b.deterministic = true;
+    const double bwd_pass = median_ms([&] { vsa::backward(b); });
+    std::printf(" fwd %.3f ms (%.1f TFLOP/s), bwd %.3f ms (%.1f TFLOP/s effective), deterministic bwd %.3f ms (%.1f)\n",
+                fwd, flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9, bwd_pass, 2.5 * flops / bwd_pass / 1e9);
   } catch (const vsa::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1,12 +1,14 @@
-// Hopper (sm_90a) block-sparse backward, first version: one warpgroup per
-// 64-key tile of one (batch, kv head), walking the query row tiles that
-// attend to it (KeyScheduler), with every product on wgmma:
+// Hopper (sm_90a) block-sparse backward, key pass, first version: one
+// warpgroup per 64-key tile of one (batch, kv head), walking the query row
+// tiles that attend to it (KeyScheduler), with every product on wgmma:
 //
 //   Sᵀ  = K·Qᵀ, dPᵀ = V·dOᵀ   m64n64, both operands from shared memory
 //   dV += Pᵀ·dO, dK += dSᵀ·Q  m64nD, Pᵀ and dSᵀ as register A operands
 //   dQ  = dS·K                 m64nD, dS read transposed from a shared dSᵀ
 //                              tile, K as an MN-major operand; added into the
-//                              fp32 accumulator with 16-byte reductions
+//                              fp32 accumulator with 16-byte reductions (only
+//                              with an accumulator: else the dQ pass,
+//                              bwd_dq_kernel.cuh, computes dq)
 //
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
@@ -21,6 +23,7 @@
 #include "cuda/common/dq_accum.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm80/bwd_gradients.cuh"
+#include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 
 namespace vsa::cuda::sm90 {
@@ -47,19 +50,6 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const B
     ptx::cp_async_16(s_stats + 16 * t, rows.delta + 4 * (t - kChunks));
 }
 
-// Register A fragments (four k16 steps over the 64 query rows) of a warp's
-// m16n8 accumulators, as in the forward's P·V.
-template <class Elem>
-__device__ __forceinline__ void pack_a(const sm80::BwdScores& x, std::uint32_t (&a)[kTileRows / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kTileRows / 16; ++kk) {
-    a[kk][0] = ElemTraits<Elem>::pack(x[0][2 * kk][0], x[0][2 * kk][1]);
-    a[kk][1] = ElemTraits<Elem>::pack(x[0][2 * kk][2], x[0][2 * kk][3]);
-    a[kk][2] = ElemTraits<Elem>::pack(x[0][2 * kk + 1][0], x[0][2 * kk + 1][1]);
-    a[kk][3] = ElemTraits<Elem>::pack(x[0][2 * kk + 1][2], x[0][2 * kk + 1][3]);
-  }
-}
-
 template <class Elem, int kHeadDim>
 __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -77,6 +67,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   const float* s_delta = s_lse + kTileRows;
 
   KeyScheduler sched(p);
+  const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -115,7 +106,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_registers(dp_flat);
 
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane);
-    sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
+    if (add_dq) sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
     std::uint32_t pa[kSteps][4], dsa[kSteps][4];
     pack_a<Elem>(s, pa);
     pack_a<Elem>(dp, dsa);
@@ -136,19 +127,21 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, sq, sdo, s_stats);
     ptx::cp_async_commit();
 
-    float dq[kHeadDim / 2];
-    wgmma_fence();
+    if (add_dq) {
+      float dq[kHeadDim / 2];
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk)
-      wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(dq);
-    float* dq_tile = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;
+      for (int kk = 0; kk < kSteps; ++kk)
+        wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(dq);
+      float* dq_tile = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;
 #pragma unroll
-    for (int t = 0; t < kHeadDim / 8; ++t)
-      ptx::red_add_f32x4(dq_tile + dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t], dq[4 * t + 1],
-                         dq[4 * t + 2], dq[4 * t + 3]);
+      for (int t = 0; t < kHeadDim / 8; ++t)
+        ptx::red_add_f32x4(dq_tile + dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t], dq[4 * t + 1],
+                           dq[4 * t + 2], dq[4 * t + 3]);
+    }
 
     pair = next;
     have = have_next;
