@@ -8,8 +8,9 @@
 #
 # Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
-# for `vsa bench`), GTEST_DIR (GoogleTest sources when the machine has no
-# installed GoogleTest; default .gtest, a copy of /usr/src/googletest).
+# for `vsa bench`), VSA_PYTEST_ARGS (what pytest runs; default tests/python),
+# GTEST_DIR (GoogleTest sources when the machine has no installed GoogleTest;
+# default .gtest, a copy of /usr/src/googletest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -60,7 +61,9 @@ fi
 
 if want pytest; then
   note "pytest (GPU and CPU tests)"
-  python3 -m pytest tests/python -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 || { note "pytest FAILED"; status=1; }
+  # shellcheck disable=SC2086
+  python3 -m pytest ${VSA_PYTEST_ARGS:-tests/python} -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 ||
+    { note "pytest FAILED"; status=1; }
   tail -n 1 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
 fi
 
