@@ -75,7 +75,7 @@ def test_grads_with_scale(gen, kernel):
 
 def test_strided_views_are_read_in_place(gen):
     """q, k, v as slices of a packed [B, S, 3, H, D] tensor (bshd views, gaps between rows)."""
-    p, g = cuda_problem(gen, layout="bshd")
+    p, g = cuda_problem(gen, layout="bshd", nq=3, nk=3)
     packed = torch.stack([g.q, g.k, g.v], dim=2)  # [B, S, 3, H, D]
     q, k, v = packed.unbind(2)
     assert not q.is_contiguous()
