@@ -55,7 +55,8 @@ def test_list_shows_counts(capsys):
 
 def test_help_exits_zero(capsys):
     assert main(["--help"]) == 0
-    assert "--sparsity" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--sparsity" in out
 
 
 def test_cpu_run_end_to_end(tmp_path, capsys):
@@ -66,6 +67,7 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "CPU run" in captured.out and "cpu-wan-crop" in captured.out
+    assert "/best FV" in captured.out and "vsa / best FastVideo: n/a" in captured.out
     assert "[cpu-wan-crop]" in captured.err  # progress goes to stderr
 
     for name in ("results.json", "results.csv", "results.png"):
@@ -83,6 +85,7 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
     for r in ours:
         assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0 and r["rel_error"] < 1e-5
         assert r["speedup_fwd"] > 0 and r["valid_tokens"] == 9 * 14 * 20
+    assert all(r["vs_fastvideo_fwd"] is None for r in rows)  # FastVideo is GPU only
     flex = [r for r in rows if r["backend"] == "flex"]
     assert flex and all(r["fwd_ms"] is None and r["note"] for r in flex)  # n/a, with the reason
     dense = [r for r in rows if r["backend"] == "dense-sdpa"]
@@ -90,7 +93,6 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
 
     with open(out_dir / "results.csv") as f:
         assert len(list(csv.DictReader(f))) == len(rows)
-
 
 
 

@@ -5,27 +5,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
-import sys
 from dataclasses import replace
 
 import torch
 
 from . import cases as cases_mod
+from .attention_run import DTYPES, run_case
 from .cases import BLOCK_SIZES, CASES, HEAD_DIMS, Case
 from .environment import environment
-from .inputs import SELECTIONS, block_metadata, random_qkv, select_blocks
-from .peers import DENSE_PEERS, SPARSE_PEERS, Problem, Unavailable
-from .reference import reference_blocks, relative_error, sample_query_blocks
-from .report import Result, attach_speedups, table, write_all
-from .timing import median_ms, rotation_count
+from .inputs import SELECTIONS
+from .peers import DENSE_PEERS, SPARSE_PEERS
+from .report import attach_fastvideo_ratios, attach_speedups, table, write_all
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # DESIGN.md §4: relative Frobenius error allowed against the float64 reference.
 TOLERANCE = {"bf16": 1e-2, "fp16": 1e-2, "fp32": 1e-5}
 # Per-device defaults for flags left unset: (iters, warmup, dtype).
 DEFAULTS = {"cuda": (100, 10, "bf16"), "cpu": (3, 1, "fp32")}
-BACKWARD_FLOP_FACTOR = 2.5  # FastVideo's convention: backward = 2.5x the forward count
 
 
 def _int_at_least(low: int):
@@ -157,125 +152,6 @@ def _override(p: argparse.ArgumentParser, case: Case, args: argparse.Namespace) 
     return case
 
 
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, Unavailable):
-        return str(e)
-    first = (str(e).strip().splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first[:160]}"
-
-
-def _backward_calls(forward, input_sets):
-    """One retained graph per input set, so timing replays only the backward."""
-    calls = []
-    for inputs in input_sets:
-        leaves = [t.detach().requires_grad_() for t in inputs]
-        out = forward(*leaves)
-        calls.append(functools.partial(torch.autograd.grad, out, leaves, torch.randn_like(out),
-                                       retain_graph=True))
-    return calls
-
-
-def _measure(result: Result, make, problem: Problem, input_sets, flops: float, check,
-             args, device: torch.device) -> Result:
-    """Fill result's times, TFLOP/s and error; a peer that cannot run leaves n/a and a note."""
-    timing = dict(warmup=args.warmup, iters=args.iters, device=device)
-    try:
-        forward = make(problem)
-        with torch.no_grad():
-            out = forward(*input_sets[0])  # first call: also compiles where a peer compiles
-            result.rel_error = check(out) if check else None
-            del out
-            result.fwd_ms = median_ms([functools.partial(forward, *s) for s in input_sets],
-                                      **timing)
-        result.fwd_tflops = flops / result.fwd_ms * 1e-9
-    except Exception as e:  # a peer that fails is reported, never fatal
-        result.note = _reason(e)
-        return result
-    if not args.no_backward:
-        try:
-            result.bwd_ms = median_ms(_backward_calls(forward, input_sets), **timing)
-            result.bwd_tflops = BACKWARD_FLOP_FACTOR * flops / result.bwd_ms * 1e-9
-        except Exception as e:
-            result.note = "backward: " + _reason(e)
-    return result
-
-
-def _progress(r: Result) -> None:
-    if r.fwd_ms is None:
-        _log(f"  {r.backend}: n/a ({r.note})")
-        return
-    line = f"  {r.backend}: fwd {r.fwd_ms:.3f} ms ({r.fwd_tflops:.4g} TFLOP/s)"
-    if r.bwd_ms is not None:
-        line += f", bwd {r.bwd_ms:.3f} ms ({r.bwd_tflops:.4g} TFLOP/s)"
-    if r.rel_error is not None:
-        line += f", rel err {r.rel_error:.2e}"
-    if r.note:
-        line += f"  [{r.note}]"
-    _log(line)
-
-
-def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) -> list[Result]:
-    dtype = DTYPES[args.dtype]
-    # Each case gets compiled peers (FlexAttention) a fresh recompile budget: shapes differ
-    # from case to case, and past the limit torch.compile would silently fall back to eager.
-    torch.compiler.reset()
-    generator = torch.Generator(device).manual_seed(args.seed)
-    blocks = block_metadata(case, device)
-    vbs = blocks.variable_block_sizes
-    if vbs.numel() != case.num_blocks or int(vbs.sum()) != case.valid_tokens:
-        raise RuntimeError(f"{case.name}: library metadata ({vbs.numel()} blocks, "
-                           f"{int(vbs.sum())} tokens) disagrees with the latent shape "
-                           f"({case.num_blocks} blocks, {case.valid_tokens} tokens)")
-    set_bytes = 4 * case.batch * case.heads * case.seq_len * case.head_dim * dtype.itemsize
-    input_sets = [random_qkv(case, dtype, device, generator)
-                  for _ in range(rotation_count(set_bytes, device))]
-    # Dense attention in the model runs over the real tokens only, not the block padding.
-    dense_sets = input_sets if not case.partial_blocks else [
-        tuple(t[:, :, blocks.non_pad_index] for t in s) for s in input_sets]
-    row = functools.partial(Result, case=case.name, batch=case.batch, heads=case.heads,
-                            head_dim=case.head_dim, block_size=case.block_size,
-                            num_blocks=case.num_blocks, seq_len=case.seq_len,
-                            valid_tokens=case.valid_tokens, dtype=args.dtype)
-    _log(f"[{case.name}] {case.num_blocks} blocks of {case.block_size}, S={case.seq_len} "
-         f"({case.valid_tokens} real), {len(input_sets)} input set(s)")
-
-    sparse, dense = [], []
-    topks = [case.topk] if keeps is None else [cases_mod.topk_for_keep(k, case.num_blocks)
-                                               for k in keeps]
-    for topk in dict.fromkeys(topks):
-        q2k_idx, q2k_num = select_blocks(case, topk, args.selection, device, generator)
-        problem = Problem(input_sets[0], case.block_size, q2k_idx, q2k_num, vbs)
-        samples = sample_query_blocks(case.batch, case.heads, case.num_blocks, args.check_blocks,
-                                      torch.Generator().manual_seed(args.seed))
-        reference = reference_blocks(*input_sets[0], q2k_idx, q2k_num, vbs, samples) \
-            if samples else None
-        check = functools.partial(relative_error, reference=reference, samples=samples) \
-            if samples else None
-        _log(f"[{case.name}] topk {topk} ({topk / case.num_blocks:.1%} kept)")
-        for name in (n for n in SPARSE_PEERS if n in args.backends):
-            result = _measure(row(backend=name, sparse=True, topk=topk,
-                                  keep=topk / case.num_blocks),
-                              SPARSE_PEERS[name], problem, input_sets,
-                              case.sparse_flops(topk), check, args, device)
-            _progress(result)
-            sparse.append(result)
-        del problem, reference, q2k_idx, q2k_num
-
-    # Dense does not depend on the selection: measured once per case.
-    dense_problem = Problem(dense_sets[0], case.block_size)
-    for name in (n for n in DENSE_PEERS[device.type] if n in args.backends):
-        result = _measure(row(backend=name, sparse=False, topk=case.num_blocks, keep=1.0),
-                          DENSE_PEERS[device.type][name], dense_problem, dense_sets,
-                          case.dense_flops(), None, args, device)
-        _progress(result)
-        dense.append(result)
-    return sparse + dense
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -297,22 +173,28 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"GPU run on {env['gpu']} ({env['gpu_capability']}), torch {env['torch']}")
 
-    results: list[Result] = []
+    results = []
     for case in args.cases:
         results += run_case(case, args.sparsity, args, device)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    attach_speedups(results)
-    print(table(results))
-
-    failed = [r for r in results if r.backend == "vsa" and r.rel_error is not None
-              and r.rel_error > TOLERANCE[args.dtype]]
-    for r in failed:
-        print(f"FAIL {r.case} topk {r.topk}: vsa rel err {r.rel_error:.2e} > "
-              f"{TOLERANCE[args.dtype]:.0e}")
+    failed = _verdict(results, args)
     if args.out:
         settings = {k: v for k, v in vars(args).items() if k != "cases"}
         settings["cases"] = [dataclasses.asdict(c) for c in args.cases]
         for line in write_all(args.out, env, settings, results):
             print(line)
     return 1 if failed else 0
+
+
+def _verdict(results: list, args: argparse.Namespace) -> bool:
+    """Prints the table; vsa beyond the tolerance against float64 fails the run."""
+    attach_speedups(results)
+    attach_fastvideo_ratios(results)
+    print(table(results))
+    failed = [r for r in results if r.backend == "vsa" and r.rel_error is not None
+              and r.rel_error > TOLERANCE[args.dtype]]
+    for r in failed:
+        print(f"FAIL {r.case} topk {r.topk}: vsa rel err {r.rel_error:.2e} > "
+              f"{TOLERANCE[args.dtype]:.0e}")
+    return bool(failed)
