@@ -3,6 +3,7 @@ package re-exports a function named like its block_sparse_attn module), so what 
 pass and convert is checked without a GPU. test_bench_fastvideo_gpu.py runs the real package."""
 
 import math
+import os
 import sys
 import textwrap
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from vsa.bench import fastvideo
-from vsa.bench.problem import Problem, Unavailable
+from vsa.bench.problem import LayerProblem, Problem, Unavailable
 
 FAKE = {
     "__init__.py": """
@@ -100,6 +101,11 @@ def test_tk_build_failure_is_reported_not_run_as_triton(fake_fastvideo, gen, mon
     with pytest.raises(Unavailable, match="importing fastvideo_kernel._C failed: RuntimeError: "
                                           "Error building extension"):
         fastvideo.tk_attention(_problem(gen))
+    layer = LayerProblem(_problem(gen).example, 64, torch.tensor([64] * 4), 2,
+                         torch.zeros(1, 2, 4, 2, dtype=torch.int32),
+                         torch.full((1, 2, 4), 2, dtype=torch.int32))
+    with pytest.raises(Unavailable, match="fastvideo_kernel._C"):
+        fastvideo.tk_layer(layer)
     fastvideo.triton_attention(_problem(gen))  # Triton needs no extension
 
 
@@ -109,6 +115,25 @@ def test_missing_package_is_unavailable(gen, monkeypatch):
     with pytest.raises(Unavailable, match="fastvideo_kernel.block_sparse_attn not importable.*"
                                           "shared/peers"):
         fastvideo.triton_attention(_problem(gen))
+
+
+@pytest.mark.parametrize("peer, switch", [(fastvideo.tk_layer, "0"),
+                                          (fastvideo.triton_layer, "1")])
+def test_layer_adapter_passes_a_tile_side_and_pins_the_fine_stage(fake_fastvideo, gen,
+                                                                   monkeypatch, peer, switch):
+    monkeypatch.setenv("FASTVIDEO_VSA_TRITON", "previous")
+    p = _problem(gen)
+    vbs = torch.tensor([64, 64, 64, 17], dtype=torch.int32)
+    runner = peer(LayerProblem(p.example, 64, vbs, 3, p.q2k_idx, p.q2k_num))
+    out = runner(*p.example)
+    assert torch.equal(out, p.example[0] * 2)
+
+    (call,) = sys.modules["fastvideo_kernel.ops"].calls
+    # block_size=4 is FastVideo's 4x4x4 tile; 64 would mean 64**3 tokens per block.
+    assert call["block_size"] == 4 and 4 ** 3 == p.block_size
+    assert call["vbs"] is vbs and call["q_vbs"] is vbs and call["topk"] == 3
+    assert call["triton"] == switch  # set during the call ...
+    assert os.environ["FASTVIDEO_VSA_TRITON"] == "previous"  # ... and restored after
 
 
 def test_tk_lse_becomes_base_2(gen):

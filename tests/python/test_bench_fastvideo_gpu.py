@@ -1,5 +1,5 @@
 """FastVideo's kernels through the benchmark's adapters against vsa's float64 reference: forward
-(output and lse) and backward. Runs on a GPU with the peer kit importable
+(output and lse), backward, and its layer. Runs on a GPU with the peer kit importable
 (PYTHONPATH=$PWD/.peers/fv_py, see shared/peers/README.md); skipped elsewhere. A kit that is
 present but fails to build fails these tests rather than skipping them."""
 
@@ -11,6 +11,10 @@ from attention_reference import reference_attention, rel_error
 from bench_problems import DIM, cropped_wan
 
 from vsa.bench import fastvideo
+from vsa.bench.inputs import zero_pad_tokens
+from vsa.bench.layer_reference import reference_layer, reference_layer_blocks
+from vsa.bench.problem import LayerProblem
+from vsa.bench.reference import relative_error
 
 pytestmark = [
     pytest.mark.gpu,
@@ -58,3 +62,21 @@ def test_backward_through_the_peer_matches_reference(gen, kind):
     for name, got, ref in zip("qkv", grads, ref_grads):
         assert got.dtype == torch.bfloat16, name
         assert rel_error(got, ref) <= 2e-2, name
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_layer_matches_reference_when_every_block_is_kept(gen, kind):
+    """With top-k = every block the selection cannot depend on FastVideo's bf16 scores, so its
+    layer must match the float64 layer: this checks the tile-side block_size and the fine-stage
+    switch of the adapter."""
+    tk = _tk_or_skip(kind)
+    p, non_pad = cropped_wan(gen, TOPK)
+    vbs, heads = p.variable_block_sizes, p.example[0].shape[1]
+    nk = vbs.numel()
+    inputs = zero_pad_tokens(p.example, non_pad)
+    ref = reference_layer(*inputs, vbs, 64, nk)
+    layer = LayerProblem(inputs, 64, vbs, nk, ref.q2k_idx, ref.q2k_num)
+    out = (fastvideo.tk_layer if tk else fastvideo.triton_layer)(layer)(*inputs)
+    samples = [(0, h, i) for h in range(heads) for i in range(nk)]
+    expected = reference_layer_blocks(*inputs, vbs, ref, samples)
+    assert relative_error(out, expected, samples) <= 1e-2

@@ -142,6 +142,9 @@ CASES: dict[str, Case] = {
 DEFAULT_GPU_CASES = ("wan2.1-1.3b-480p", "synthetic-49k", "synthetic-49k-top192",
                      "synthetic-49k-top768", "synthetic-b2-16k")
 DEFAULT_CPU_CASES = tuple(name for name, c in CASES.items() if c.cpu)
+# --op layer: the shape the layer's goals are stated for (issue 9), and one small CPU case.
+DEFAULT_GPU_LAYER_CASES = ("wan2.1-1.3b-480p",)
+DEFAULT_CPU_LAYER_CASES = ("cpu-wan-crop",)
 
 
 def describe(case: Case) -> str:

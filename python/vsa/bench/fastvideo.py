@@ -11,17 +11,26 @@ What the package exposes, and how it is called here:
     Its backward inverts the lists (Triton) and runs the TK backward.
   - `block_sparse_attn_triton`: the Triton kernels. Returns (out, M) with M [B, H, S] base-2 lse,
     vsa's own lse convention. Its backward inverts the lists and runs the Triton backward.
+- `fastvideo_kernel.ops.video_sparse_attn(q, k, v, vbs, q_vbs, topk, block_size, gate)`: the VSA
+  layer. block_size is a tile: an int n means n x n x n tokens (4 -> 64), never a token count.
+  Its fine stage runs TK on sm_90 when `_C` loads, else Triton; FASTVIDEO_VSA_TRITON=1 forces
+  Triton (read at every call). Its block means sum the whole block (pad tokens included) and
+  divide by the valid count, so pad tokens must be zero.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from typing import Callable
 
 import torch
 
-from .problem import Problem, Runner, Unavailable
+from .problem import LayerProblem, Problem, Runner, Unavailable, environment_variable
+
+TILE_SIDE = 4  # FastVideo's layer: block_size=4 is a 4x4x4 tile of 64 tokens
+
 
 def unsupported(q: torch.Tensor, k: torch.Tensor, block_size: int) -> str | None:
     """Why FastVideo's kernels cannot run these inputs, or None (static facts only)."""
@@ -64,7 +73,7 @@ def _check(q: torch.Tensor, k: torch.Tensor, block_size: int, tk: bool) -> None:
 
 def _load(name: str, tk: bool):
     """Imports a FastVideo module; for TK also the compiled extension: without it FastVideo's op
-    fails with a generic ImportError at call time."""
+    fails with a generic ImportError at call time, and its layer quietly runs Triton instead."""
     module = _import(name)
     if tk:
         _import("fastvideo_kernel._C")
@@ -105,3 +114,27 @@ def tk_attention(p: Problem) -> Runner:
 def triton_attention(p: Problem) -> Runner:
     """FastVideo's Triton kernels, forward and backward through their autograd."""
     return _attention_peer(p, tk=False)
+
+
+def _layer_peer(p: LayerProblem, tk: bool) -> Runner:
+    _check(*p.example[:2], p.block_size, tk)
+    video_sparse_attn = _load("fastvideo_kernel.ops", tk).video_sparse_attn
+    vbs = p.variable_block_sizes
+
+    def forward(q, k, v):
+        return video_sparse_attn(q, k, v, vbs, vbs, p.topk, block_size=TILE_SIDE)
+
+    # FASTVIDEO_VSA_TRITON=1 forces the Triton fine stage; 0 leaves FastVideo's default, which is
+    # TK here because the extension loaded above.
+    return Runner(forward, functools.partial(environment_variable, "FASTVIDEO_VSA_TRITON",
+                                             "0" if tk else "1"))
+
+
+def tk_layer(p: LayerProblem) -> Runner:
+    """FastVideo's video_sparse_attn with its ThunderKittens fine stage."""
+    return _layer_peer(p, tk=True)
+
+
+def triton_layer(p: LayerProblem) -> Runner:
+    """FastVideo's video_sparse_attn with its Triton fine stage."""
+    return _layer_peer(p, tk=False)

@@ -59,6 +59,15 @@ def case_inputs(case: Case, dtype: torch.dtype, device: torch.device,
     return blocks, input_sets, generator
 
 
+def zero_pad_tokens(inputs: tuple[torch.Tensor, ...],
+                    non_pad_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The inputs with the block padding zeroed, as a model's tiled layer input has it (and as
+    FastVideo's layer, whose block means sum whole blocks, needs it)."""
+    real = torch.zeros(inputs[0].shape[2], dtype=torch.bool, device=inputs[0].device)
+    real[non_pad_index] = True
+    return tuple(t * real[:, None].to(t.dtype) for t in inputs)
+
+
 def select_blocks(case: Case, topk: int, pattern: str, device: torch.device,
                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(q2k_idx, q2k_num) on device, selecting topk KV blocks for every query block, converted

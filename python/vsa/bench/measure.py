@@ -1,5 +1,5 @@
-"""The calls the benchmark times: forward under no_grad or backward alone, each in the peer's scope;
-and how a peer that fails is logged."""
+"""The calls the benchmark times: forward under no_grad, backward alone, or forward + backward, each
+in the peer's scope; and how a peer that fails is logged."""
 
 from __future__ import annotations
 
@@ -81,3 +81,15 @@ def backward_calls(runner: Runner, input_sets: list[Inputs]) -> list[Callable]:
                                  retain_graph=True)
         calls.append(functools.partial(_in_scope, runner, grad))
     return calls
+
+
+def training_calls(runner: Runner, input_sets: list[Inputs]) -> list[Callable]:
+    """Forward and backward of q, k, v in each call, as one training step of the layer runs."""
+
+    def step(leaves, grad_out):
+        with runner.scope():
+            return torch.autograd.grad(runner.forward(*leaves), leaves, grad_out)
+
+    return [functools.partial(step, [t.detach().requires_grad_() for t in inputs],
+                              torch.randn_like(inputs[0]))
+            for inputs in input_sets]

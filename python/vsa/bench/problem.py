@@ -1,4 +1,4 @@
-"""What a benchmark peer is given (a Problem) and what it gives back (a Runner)."""
+"""What a benchmark peer is given (a Problem or a LayerProblem) and gives back (a Runner)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,25 @@ class Problem:
     q2k_idx: torch.Tensor | None = None
     q2k_num: torch.Tensor | None = None
     variable_block_sizes: torch.Tensor | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.example[0].device
+
+
+@dataclass
+class LayerProblem:
+    """One VSA layer problem: tiled, padded q/k/v (pad tokens zero) and the layer's settings.
+    Queries and keys are the same sequence, so one variable_block_sizes serves both."""
+
+    example: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    block_size: int
+    variable_block_sizes: torch.Tensor
+    topk: int
+    # The reference layer's selection on the example inputs: what vsa's fine kernel is timed on
+    # alone (the layer's own picks differ at most at near-ties, with the same counts).
+    q2k_idx: torch.Tensor
+    q2k_num: torch.Tensor
 
     @property
     def device(self) -> torch.device:

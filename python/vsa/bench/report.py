@@ -1,4 +1,5 @@
-"""Results: the terminal table, results.json, results.csv and the time-vs-sparsity plot."""
+"""Attention results: the terminal table, results.json, results.csv and the time-vs-sparsity plot
+(the writers also take layer results, which have no plot)."""
 
 from __future__ import annotations
 
@@ -167,12 +168,15 @@ def write_plot(path: str, results: list[Result], title: str) -> str | None:
 
 
 def write_all(out_dir: str, environment: dict, settings: dict, results: list) -> list[str]:
-    """Writes the three files; returns lines for the terminal saying what was written."""
+    """Writes results.json, results.csv and, for attention results, results.png; returns lines
+    for the terminal saying what was written."""
     os.makedirs(out_dir, exist_ok=True)
     write_json(os.path.join(out_dir, "results.json"), environment, settings, results)
     write_csv(os.path.join(out_dir, "results.csv"), results)
     where = environment.get("gpu", f"CPU ({environment['cpu_threads']} threads)")
-    skipped = write_plot(os.path.join(out_dir, "results.png"), results,
-                         f"vsa bench on {where}, torch {environment['torch']}")
+    skipped = "the layer results have no plot" if not all(isinstance(r, Result)
+                                                          for r in results) else \
+        write_plot(os.path.join(out_dir, "results.png"), results,
+                   f"vsa bench on {where}, torch {environment['torch']}")
     written = "results.json, results.csv" + ("" if skipped else ", results.png")
     return [f"wrote {written} to {out_dir}"] + ([f"plot skipped: {skipped}"] if skipped else [])
