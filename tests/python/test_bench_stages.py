@@ -30,6 +30,10 @@ def test_unnamed_work_is_placed_around_the_fine_stage():
              ("Memset (Device)", 0.1), (SM90_FINE, 1.0), ("elementwise add", 0.3)]
     assert [stage for _, stage, _ in attribute(calls)] == \
         ["coarse", "coarse", "selection", "fine", "other", "fine", "combine"]
+    # An op inside another takes the enclosing op's stage (on the CPU: aten ops of vsa::forward).
+    nested = [("vsa::forward", 5.0), ("aten::bmm", 1.0), ("aten::add", 0.2)]
+    assert [s for _, s, _ in attribute(nested, ["vsa::forward", "vsa::forward", "aten::add"])] \
+        == ["fine", "fine", "combine"]
     # Without a fine stage nothing is 'combine': everything unnamed counts as coarse.
     assert {s for _, s, _ in attribute([("aten::mul", 1.0), ("aten::add", 1.0)])} == {"coarse"}
 
