@@ -74,8 +74,9 @@ def _latent(text: str) -> tuple[int, int, int]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vsa bench",
-        description="Benchmark block-sparse attention against dense SDPA, FlexAttention and "
-                    "FastVideo's kernels, with a float64 correctness check.")
+        description="Benchmark block-sparse attention (or the whole VSA layer, --op layer) "
+                    "against dense SDPA, FlexAttention and FastVideo's kernels, forward and "
+                    "backward, with a float64 correctness check.")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--op", choices=OPS, default="attention",
                    help="attention: the block-sparse kernels, forward and backward (default); "
