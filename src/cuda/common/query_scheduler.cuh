@@ -99,4 +99,39 @@ __device__ __forceinline__ CtaOutputs<Elem> cta_outputs(const FwdKernelParams& p
                                  q_row0};
 }
 
+// Where a dQ-pass CTA's rows are: its q and dout rows (read) and dq rows
+// (written once, at the end), the K and V rows of its kv head, and the index
+// of its first row in the [B, H, Sq] lse and delta.
+template <class Elem>
+struct DqTileRows {
+  const Elem* q;
+  const Elem* dout;
+  const Elem* k;
+  const Elem* v;
+  Elem* dq;
+  std::int64_t stat;
+};
+
+template <class Elem>
+__device__ __forceinline__ DqTileRows<Elem> dq_tile_rows(const BwdKernelParams& p,
+                                                         const QueryScheduler<kTileRows, BwdKernelParams>& sched) {
+  const int b = sched.batch(), h = sched.head(), kvh = sched.kv_head();
+  const std::int64_t row0 = sched.first_query_row();
+  return {static_cast<const Elem*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head + row0 * p.q_stride.seq,
+          static_cast<const Elem*>(p.dout) + b * p.dout_stride.batch + h * p.dout_stride.head + row0 * p.dout_stride.seq,
+          static_cast<const Elem*>(p.k) + b * p.k_stride.batch + kvh * p.k_stride.head,
+          static_cast<const Elem*>(p.v) + b * p.v_stride.batch + kvh * p.v_stride.head,
+          static_cast<Elem*>(p.dq) + b * p.dq_stride.batch + h * p.dq_stride.head + row0 * p.dq_stride.seq,
+          (static_cast<std::int64_t>(b) * p.heads + h) * p.seq_q + row0};
+}
+
+// The lse and delta of the two rows a thread holds in an m16n8 fragment
+// (rows r and r + 8 of its warp's 16), kept in registers by the dQ pass.
+struct RowStats {
+  float lse[2], delta[2];
+  __device__ RowStats(const BwdKernelParams& p, std::int64_t stat_of_row)
+      : lse{__ldg(p.lse + stat_of_row), __ldg(p.lse + stat_of_row + 8)},
+        delta{__ldg(p.delta + stat_of_row), __ldg(p.delta + stat_of_row + 8)} {}
+};
+
 }  // namespace vsa::cuda

@@ -15,7 +15,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/common/cuda_check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm80/bwd_gradients.cuh"
@@ -39,19 +39,13 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
 
   const QueryScheduler<kTileRows, BwdKernelParams> sched(p);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int b = sched.batch(), h = sched.head(), kvh = sched.kv_head();
-  const std::int64_t row0 = sched.first_query_row();
-  const Elem* const k = static_cast<const Elem*>(p.k) + b * p.k_stride.batch + kvh * p.k_stride.head;
-  const Elem* const v = static_cast<const Elem*>(p.v) + b * p.v_stride.batch + kvh * p.v_stride.head;
+  const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
+  const Elem* const k = rows.k;
+  const Elem* const v = rows.v;
   const int num_tiles = sched.num_tiles();
 
-  load_tile_async<Elem, kHeadDim, kBwdThreads>(
-      sq, static_cast<const Elem*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head + row0 * p.q_stride.seq,
-      p.q_stride.seq);
-  load_tile_async<Elem, kHeadDim, kBwdThreads>(
-      sdo,
-      static_cast<const Elem*>(p.dout) + b * p.dout_stride.batch + h * p.dout_stride.head + row0 * p.dout_stride.seq,
-      p.dout_stride.seq);
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(sq, rows.q, p.q_stride.seq);
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(sdo, rows.dout, p.dout_stride.seq);
   const std::int64_t first_block = sched.block_of(0);
   const std::int64_t key = sched.first_key(0, first_block);
   if (num_tiles > 0) {
@@ -62,10 +56,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
   std::int64_t next_block = sched.block_of(1);
   int valid = num_tiles > 0 ? sched.valid_keys(0, first_block) : 0;
 
-  // The thread's two rows: their lse and delta stay in registers.
-  const std::int64_t stat = (static_cast<std::int64_t>(b) * p.heads + h) * p.seq_q + row0 + 16 * warp + lane / 4;
-  const float lse[2] = {__ldg(p.lse + stat), __ldg(p.lse + stat + 8)};
-  const float delta[2] = {__ldg(p.delta + stat), __ldg(p.delta + stat + 8)};
+  const RowStats stats(p, rows.stat + 16 * warp + lane / 4);
 
   float dq[1][kHeadDim / 8][4];
 #pragma unroll
@@ -86,7 +77,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
       BwdScores s, dp;
       warp_scores<Elem, kHeadDim>(sq, 16 * warp, k_tile(stage), s, lane);
       warp_scores<Elem, kHeadDim>(sdo, 16 * warp, v_tile(stage), dp, lane);
-      query_scores_to_gradients(s, dp, lse, delta, p.scale_log2, valid, lane);
+      query_scores_to_gradients(s, dp, stats.lse, stats.delta, p.scale_log2, valid, lane);
       warp_accumulate<Elem, kHeadDim>(dq, dp, k_tile(stage), lane);
     }
     next_block = block_after;
@@ -94,22 +85,15 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
   }
   ptx::cp_async_wait<0>();  // with no tiles, Q and dO are still in flight
   __syncthreads();          // and every warp is done reading Q before it is used for staging
-  write_warp_rows<Elem, kHeadDim>(
-      dq, p.scale, warp, lane, sq,
-      static_cast<Elem*>(p.dq) + b * p.dq_stride.batch + h * p.dq_stride.head + row0 * p.dq_stride.seq,
-      p.dq_stride.seq);
+  write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, sq, rows.dq, p.dq_stride.seq);
 }
 
 template <class Elem, int kHeadDim>
 void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream) {
-  constexpr int kSmem = bwd_dq_smem_bytes<Elem, kHeadDim>();
-  static const cudaError_t attribute_status =
-      cudaFuncSetAttribute(bwd_dq_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  check_cuda(attribute_status, "cudaFuncSetAttribute(sm80 bwd_dq_kernel)");
   const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(batch));
-  bwd_dq_kernel<Elem, kHeadDim><<<grid, kBwdThreads, kSmem, stream>>>(p);
-  check_launch("bwd_dq_kernel (sm80)");
+  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(grid, kBwdThreads, stream, p,
+                                                                                    "bwd_dq_kernel (sm80)");
 }
 
 }  // namespace vsa::cuda::sm80

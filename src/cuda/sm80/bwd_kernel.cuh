@@ -14,7 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/key_scheduler.cuh"
-#include "cuda/common/cuda_check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 
 namespace vsa::cuda::sm80 {
@@ -96,14 +96,10 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
-  constexpr int kSmem = bwd_smem_bytes<Elem, kHeadDim>();
-  static const cudaError_t attribute_status =
-      cudaFuncSetAttribute(bwd_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  check_cuda(attribute_status, "cudaFuncSetAttribute(sm80 bwd_kernel)");
   const dim3 grid(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
                   static_cast<unsigned>(batch));
-  bwd_kernel<Elem, kHeadDim><<<grid, kBwdThreads, kSmem, stream>>>(p);
-  check_launch("bwd_kernel (sm80)");
+  launch_kernel<bwd_kernel<Elem, kHeadDim>, bwd_smem_bytes<Elem, kHeadDim>()>(grid, kBwdThreads, stream, p,
+                                                                              "bwd_kernel (sm80)");
 }
 
 }  // namespace vsa::cuda::sm80

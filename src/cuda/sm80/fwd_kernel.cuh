@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/common/cuda_check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/common/query_scheduler.cuh"
 
@@ -102,14 +102,10 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
 
 template <class Elem, int kHeadDim, int kCtaRows>
 void launch_fwd(const FwdKernelParams& p, int batch, cudaStream_t stream) {
-  constexpr int kSmem = fwd_smem_bytes<Elem, kHeadDim, kCtaRows>();
-  static const cudaError_t attribute_status = cudaFuncSetAttribute(
-      fwd_kernel<Elem, kHeadDim, kCtaRows>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  check_cuda(attribute_status, "cudaFuncSetAttribute(fwd_kernel)");
   const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kCtaRows)),
                   static_cast<unsigned>(p.heads), static_cast<unsigned>(batch));
-  fwd_kernel<Elem, kHeadDim, kCtaRows><<<grid, fwd_threads<kCtaRows>(), kSmem, stream>>>(p);
-  check_launch("fwd_kernel (sm80)");
+  launch_kernel<fwd_kernel<Elem, kHeadDim, kCtaRows>, fwd_smem_bytes<Elem, kHeadDim, kCtaRows>()>(
+      grid, fwd_threads<kCtaRows>(), stream, p, "fwd_kernel (sm80)");
 }
 
 }  // namespace vsa::cuda::sm80

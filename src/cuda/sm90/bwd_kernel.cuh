@@ -20,7 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/key_scheduler.cuh"
-#include "cuda/common/cuda_check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/dq_accum.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm80/bwd_gradients.cuh"
@@ -179,14 +179,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads, kHeadDim == 64 ? 3 : 2) bwd
 
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
-  constexpr int kSmem = bwd_smem_bytes<Elem, kHeadDim>();
-  static const cudaError_t attribute_status =
-      cudaFuncSetAttribute(bwd_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  check_cuda(attribute_status, "cudaFuncSetAttribute(sm90 bwd_kernel)");
   const dim3 grid(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
                   static_cast<unsigned>(batch));
-  bwd_kernel<Elem, kHeadDim><<<grid, kWarpgroupThreads, kSmem, stream>>>(p);
-  check_launch("bwd_kernel (sm90)");
+  launch_kernel<bwd_kernel<Elem, kHeadDim>, bwd_smem_bytes<Elem, kHeadDim>()>(grid, kWarpgroupThreads, stream, p,
+                                                                              "bwd_kernel (sm90)");
 }
 
 }  // namespace vsa::cuda::sm90

@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/common/cuda_check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm90/register_fragments.cuh"
@@ -111,14 +111,10 @@ constexpr int fwd_smem_bytes() {
 
 template <class Elem, int kHeadDim>
 void launch_fwd(const FwdKernelParams& p, int batch, cudaStream_t stream) {
-  constexpr int kSmem = fwd_smem_bytes<Elem, kHeadDim>();
-  static const cudaError_t attribute_status = cudaFuncSetAttribute(
-      fwd_kernel<Elem, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  check_cuda(attribute_status, "cudaFuncSetAttribute(sm90 fwd_kernel)");
   const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)),
                   static_cast<unsigned>(p.heads), static_cast<unsigned>(batch));
-  fwd_kernel<Elem, kHeadDim><<<grid, kThreads, kSmem, stream>>>(p);
-  check_launch("fwd_kernel (sm90)");
+  launch_kernel<fwd_kernel<Elem, kHeadDim>, fwd_smem_bytes<Elem, kHeadDim>()>(grid, kThreads, stream, p,
+                                                                              "fwd_kernel (sm90)");
 }
 
 }  // namespace vsa::cuda::sm90
