@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -104,6 +105,7 @@ struct CoarseCase {
   DType index_dtype = DType::i32;
   enum class Blocks { mixed, all_live, none_live } blocks = Blocks::mixed;
   bool ties = false;  // every KV head's blocks share one mean, except each fifth, doubled
+  const char* rows = nullptr;  // VSA_COARSE_ROWS for this case (query rows per CTA)
 };
 
 void PrintTo(const CoarseCase& c, std::ostream* os) { *os << c.name; }
@@ -118,11 +120,30 @@ std::vector<CoarseCase> coarse_cases() {
       {"topk_nk_all_live", 1, 2, 2, 9, 31, 64, 31, DType::i32, B::all_live},
       {"no_live_block", 1, 2, 1, 9, 12, 64, 4, DType::i32, B::none_live},
       {"ties", 2, 2, 1, 20, 50, 64, 12, DType::i32, B::mixed, true},
-      {"wan_480p_like", 1, 2, 2, 624, 624, 128, 63},  // 32 rows per CTA on an H200
-      {"hunyuan_720p_like", 1, 1, 1, 40, 1920, 128, 192},  // 16 rows
-      {"nk_4000", 1, 1, 1, 20, 4000, 64, 300},              // 8 rows
+      // Query rows per CTA on an H200: 32 for the cases above, then 16, 8, 8.
+      {"wan_480p_like", 1, 2, 2, 624, 624, 128, 63},
+      {"hunyuan_720p_like", 1, 1, 1, 40, 1920, 128, 192},
+      {"nk_4000", 1, 1, 1, 20, 4000, 64, 300},
+      {"wan_480p_like_rows32", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "32"},
+      {"wan_480p_like_rows8", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "8"},
   };
 }
+
+// VSA_COARSE_ROWS set for the lifetime of the object (nothing when null).
+class ScopedRowsOverride {
+ public:
+  explicit ScopedRowsOverride(const char* rows) : set_(rows != nullptr) {
+    if (set_) setenv("VSA_COARSE_ROWS", rows, 1);
+  }
+  ScopedRowsOverride(const ScopedRowsOverride&) = delete;
+  ScopedRowsOverride& operator=(const ScopedRowsOverride&) = delete;
+  ~ScopedRowsOverride() {
+    if (set_) unsetenv("VSA_COARSE_ROWS");
+  }
+
+ private:
+  bool set_;
+};
 
 class CudaCoarseStage : public ::testing::TestWithParam<CoarseCase> {
  protected:
@@ -155,9 +176,12 @@ TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
   HostTensor gpu_out = cpu_out, gpu_idx = cpu_idx, gpu_num = cpu_num;
 
   coarse_stage({q.ref(), k.ref(), v.ref(), vbs.ref(), 0.0f, cpu_out.ref(), cpu_idx.ref(), cpu_num.ref(), nullptr});
-  on_device({&q, &k, &v, &vbs, &gpu_out, &gpu_idx, &gpu_num}, [&](const std::vector<TensorRef>& r) {
-    coarse_stage({r[0], r[1], r[2], r[3], 0.0f, r[4], r[5], r[6], nullptr});
-  });
+  {
+    const ScopedRowsOverride rows(c.rows);
+    on_device({&q, &k, &v, &vbs, &gpu_out, &gpu_idx, &gpu_num}, [&](const std::vector<TensorRef>& r) {
+      coarse_stage({r[0], r[1], r[2], r[3], 0.0f, r[4], r[5], r[6], nullptr});
+    });
+  }
   expect_identical(gpu_idx, cpu_idx, "q2k_idx");
   expect_identical(gpu_num, cpu_num, "q2k_num");
   EXPECT_TRUE(gpu_out.written_exactly_view());

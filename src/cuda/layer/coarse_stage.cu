@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "core/layer_arithmetic.hpp"
@@ -404,25 +405,41 @@ void launch(const CoarseParams& p, int batch, cudaStream_t stream) {
   check_launch("coarse_stage_kernel");
 }
 
-// The most query rows per CTA whose scores fit in shared memory: fewer CTAs
-// re-read the key and value means; 0 when not even 8 rows fit.
+// Shared memory the hardware reserves per CTA (sm_80 and later).
+constexpr std::size_t kReservedSmemPerCta = 1024;
+
+// Query rows per CTA: the most (fewer CTAs re-read the key and value means)
+// with which two CTAs share an SM, so one selects rows while the other
+// multiplies; else the most that fit one CTA; 0 when not even 8 rows fit.
+// VSA_COARSE_ROWS=8|16|32 overrides the choice where those rows fit (for
+// measuring).
 template <int kHeadDim>
-int rows_per_cta(int nk, std::size_t max_smem) {
-  if (SmemLayout<kHeadDim, 32>::bytes(nk) <= max_smem) return 32;
-  if (SmemLayout<kHeadDim, 16>::bytes(nk) <= max_smem) return 16;
-  if (SmemLayout<kHeadDim, 8>::bytes(nk) <= max_smem) return 8;
+int rows_per_cta(int nk, std::size_t cta_smem, std::size_t sm_smem) {
+  const auto bytes = [nk](int rows) {
+    return rows == 32 ? SmemLayout<kHeadDim, 32>::bytes(nk)
+                      : rows == 16 ? SmemLayout<kHeadDim, 16>::bytes(nk) : SmemLayout<kHeadDim, 8>::bytes(nk);
+  };
+  if (const char* env = std::getenv("VSA_COARSE_ROWS")) {
+    const int rows = std::atoi(env);
+    if ((rows == 8 || rows == 16 || rows == 32) && bytes(rows) <= cta_smem) return rows;
+  }
+  for (const int ctas : {2, 1})
+    for (const int rows : {32, 16, 8})
+      if (bytes(rows) <= cta_smem && ctas * (bytes(rows) + kReservedSmemPerCta) <= sm_smem) return rows;
   return 0;
 }
 
 template <int kHeadDim>
 void launch_for_dim(const CoarseParams& p, int batch, int device, cudaStream_t stream) {
-  int max_smem = 0;
-  check_cuda(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute(shared memory)");
-  const int rows = rows_per_cta<kHeadDim>(p.nk, static_cast<std::size_t>(max_smem));
+  int cta_smem = 0, sm_smem = 0;
+  check_cuda(cudaDeviceGetAttribute(&cta_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(shared memory per block)");
+  check_cuda(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+             "cudaDeviceGetAttribute(shared memory per SM)");
+  const int rows = rows_per_cta<kHeadDim>(p.nk, static_cast<std::size_t>(cta_smem), static_cast<std::size_t>(sm_smem));
   if (rows == 0) {
     int limit = 1;
-    while (SmemLayout<kHeadDim, 8>::bytes(limit + 1) <= static_cast<std::size_t>(max_smem)) ++limit;
+    while (SmemLayout<kHeadDim, 8>::bytes(limit + 1) <= static_cast<std::size_t>(cta_smem)) ++limit;
     throw Error(ErrorKind::unsupported, "k_mean.shape",
                 "at most " + std::to_string(limit) +
                     " KV blocks on this GPU (the CUDA coarse stage keeps 8 rows of scores in shared memory)",
