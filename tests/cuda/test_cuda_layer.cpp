@@ -210,6 +210,29 @@ TEST(CudaCoarseStageLimit, TooManyKvBlocksIsUnsupported) {
   });
 }
 
+TEST(CudaCoarseStageLimit, UnalignedMeansAreUnsupported) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(next_seed());
+  HostTensor q = random_f32(rng, {1, 1, 9, 64}), k = random_f32(rng, {1, 1, 9, 64});
+  HostTensor vbs = int_vector(DType::i32, std::vector<std::int64_t>(8, 64));
+  HostTensor out(DType::f32, {1, 1, 8, 64}), idx(DType::i32, {1, 1, 8, 4}), num(DType::i32, {1, 1, 8});
+  out.poison();
+  on_device({&q, &k, &vbs, &out, &idx, &num}, [&](const std::vector<TensorRef>& r) {
+    TensorRef shifted_q = r[0], shifted_k = r[1];  // one float past an aligned start: rows 4 bytes off
+    shifted_q.data = static_cast<float*>(shifted_q.data) + 1;
+    shifted_q.shape = {1, 1, 8, 64};
+    shifted_k.shape = {1, 1, 8, 64};
+    try {
+      coarse_stage({shifted_q, shifted_k, shifted_k, r[2], 0.0f, r[3], r[4], r[5], nullptr});
+      ADD_FAILURE() << "no error for an unaligned q_mean";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+      EXPECT_EQ(e.argument(), "q_mean.data") << e.what();
+    }
+  });
+  EXPECT_TRUE(out.untouched());
+}
+
 // ---- gate combine --------------------------------------------------------------------------------
 
 class CudaGateCombine : public ::testing::TestWithParam<std::tuple<DType, Layout, int>> {

@@ -117,6 +117,7 @@ MeanParams mean_params(const TensorRef& x, const TensorRef& counts, Layout layou
 
 void block_mean(const BlockMeanParams& params) {
   layer::require_kernel_rows(params.x, "x", params.layout);
+  layer::require_aligned_blocks(params.mean, "mean");
   MeanParams p = mean_params(params.x, params.valid_counts, params.layout);
   p.x = params.x.data;
   p.mean = static_cast<float*>(params.mean.data);
@@ -132,6 +133,7 @@ void block_mean(const BlockMeanParams& params) {
 
 void block_mean_backward(const BlockMeanBackwardParams& params) {
   layer::require_kernel_rows(params.dx, "dx", params.layout);
+  layer::require_aligned_blocks(params.dmean, "dmean");
   MeanParams p = mean_params(params.dx, params.valid_counts, params.layout);
   p.dx = params.dx.data;
   p.dmean = static_cast<const float*>(params.dmean.data);

@@ -29,6 +29,7 @@
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/layer/launch_checks.hpp"
 #include "cuda/tensor_views.hpp"
 
 namespace vsa::cuda {
@@ -456,6 +457,11 @@ void launch_for_dim(const CoarseParams& p, int batch, int device, cudaStream_t s
 }  // namespace
 
 void coarse_stage(const CoarseStageParams& params, float scale) {
+  // Means are copied in 16-byte pieces, the output written in 8- or 16-byte ones.
+  layer::require_aligned_blocks(params.q_mean, "q_mean");
+  layer::require_aligned_blocks(params.k_mean, "k_mean");
+  layer::require_aligned_blocks(params.v_mean, "v_mean");
+  layer::require_aligned_blocks(params.coarse_out, "coarse_out");
   CoarseParams p{};
   p.q_mean = static_cast<const float*>(params.q_mean.data);
   p.k_mean = static_cast<const float*>(params.k_mean.data);

@@ -103,6 +103,7 @@ CombineParams combine_params(const TensorRef& x, const char* x_name, const Tenso
                              const TensorRef& gate, const TensorRef& out, const char* out_name,
                              Layout layout) {
   layer::require_kernel_rows(x, x_name, layout);
+  layer::require_aligned_blocks(coarse, "coarse");
   const detail::HeadView v = detail::head_view(x, layout);
   CombineParams p{};
   p.fine = x.data;
@@ -144,6 +145,7 @@ void gate_combine(const GateCombineParams& params) {
 void gate_combine_backward(const GateCombineBackwardParams& params) {
   CombineParams p = combine_params(params.dout, "dout", params.coarse, params.gate, params.dgate, "dgate",
                                    params.layout);
+  layer::require_aligned_blocks(params.dcoarse, "dcoarse");
   p.dcoarse = static_cast<float*>(params.dcoarse.data);
   const std::int64_t work = params.dcoarse.numel() / 8;
   const DeviceGuard device(params.dout.device_index);
