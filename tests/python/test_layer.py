@@ -1,7 +1,9 @@
 """vsa.video_sparse_attn (coarse + top-k fine + gate) against a float64 reference layer
 (dense coarse attention over block means + masked fine attention), on the CPU backend:
 outputs, block lists and gradients of q, k, v and gate; ties, empty KV blocks, top-k of 1
-and NK, GQA, both layouts, 64- and 128-token blocks; the stage functions; bad arguments."""
+and NK, GQA, both layouts, 64- and 128-token blocks; the stage functions; bad arguments.
+The tie and empty-block cases also run on CUDA where there is a GPU (test_cuda_layer.py
+has the rest of the CUDA tests)."""
 
 import pytest
 import torch
@@ -20,6 +22,13 @@ CASES = [
     dict(batch=2, topk=1, gated=False),
     dict(nk=4, topk=4),  # top-k = NK: every live block
 ]
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not vsa.cuda_compiled(), reason="built without CUDA kernels")])])
+def device(request):
+    """The edge cases run on every backend (the CUDA one only where there is a GPU)."""
+    return request.param
 
 
 def case_id(case):
@@ -69,32 +78,33 @@ def test_16bit_inputs_match_reference(gen, dtype):
     assert rel_error(out, want) <= 1e-2
 
 
-def test_ties_go_to_the_lower_block_id(gen):
+def test_ties_go_to_the_lower_block_id(gen, device):
     """Every KV block holds the same tokens (block 3 twice them), so all scores tie
     bit for bit except block 3's."""
-    p = draw_layer_problem(gen, nq=2, nk=6, topk=3, vbs=[64, 64, 0, 64, 64, 64])
+    p = draw_layer_problem(gen, nq=2, nk=6, topk=3, vbs=[64, 64, 0, 64, 64, 64], dtype=torch.bfloat16)
     k = p.k[:, :, :64].repeat(1, 1, 6, 1)
     k[:, :, 192:256] *= 2
     q = p.q.abs()  # positive means against positive keys: block 3 scores highest
     k = k.abs()
-    _, q2k_idx, q2k_num = vsa.video_sparse_attn(q, k, p.v, p.vbs, p.q_vbs, 3, return_lists=True)
+    _, q2k_idx, q2k_num = vsa.video_sparse_attn(*(t.to(device) for t in (q, k, p.v, p.vbs, p.q_vbs)), 3,
+                                                return_lists=True)
     assert q2k_idx.tolist() == [[[[0, 1, 3]] * 2] * 2]
     assert q2k_num.tolist() == [[[3, 3]] * 2]
 
 
-def test_every_kv_block_empty_gives_zero(gen):
-    p = draw_layer_problem(gen, vbs=[0] * 5, topk=2)
+def test_every_kv_block_empty_gives_zero(gen, device):
+    p = draw_layer_problem(gen, vbs=[0] * 5, topk=2, dtype=torch.bfloat16).to(device)
     leaves = [t.clone().requires_grad_() for t in (p.q, p.k, p.v, p.gate)]
     out, q2k_idx, q2k_num = vsa.video_sparse_attn(*leaves[:3], p.vbs, p.q_vbs, 2, gate=leaves[3],
                                                   return_lists=True)
     assert torch.all(out == 0) and torch.all(q2k_num == 0) and torch.all(q2k_idx == -1)
-    out.backward(torch.randn(out.shape, generator=gen))
+    out.backward(torch.randn(out.shape, generator=gen).to(out))
     for leaf in leaves:
         assert torch.all(leaf.grad == 0)
 
 
-def test_topk_of_nk_lists_only_live_blocks(gen):
-    p = draw_layer_problem(gen, nk=5, topk=5, vbs=[64, 0, 3, 0, 64])
+def test_topk_of_nk_lists_only_live_blocks(gen, device):
+    p = draw_layer_problem(gen, nk=5, topk=5, vbs=[64, 0, 3, 0, 64], dtype=torch.bfloat16).to(device)
     _, q2k_idx, q2k_num = layer(p, return_lists=True)
     assert torch.all(q2k_num == 3)
     assert q2k_idx[0, 0, 0].tolist() == [0, 2, 4, -1, -1]
