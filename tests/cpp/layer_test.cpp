@@ -24,19 +24,9 @@ namespace {
 // by hundreds.
 constexpr double kPadValue = 30000.0;
 
-const char* dtype_tag(DType d) { return d == DType::bf16 ? "bf16" : d == DType::f16 ? "f16" : "f32"; }
-
 // ---- block means ---------------------------------------------------------------------------------
 
-using MeanCase = std::tuple<DType, Layout, int /*block*/, int /*dim*/>;
-
-std::string mean_case_name(const ::testing::TestParamInfo<MeanCase>& info) {
-  const auto [dtype, layout, block, dim] = info.param;
-  return std::string(dtype_tag(dtype)) + (layout == Layout::bhsd ? "_bhsd" : "_bshd") + "_blk" +
-         std::to_string(block) + "_d" + std::to_string(dim);
-}
-
-class BlockMean : public ::testing::TestWithParam<MeanCase> {};
+class BlockMean : public ::testing::TestWithParam<BlockCase> {};
 
 TEST_P(BlockMean, IsTheFloat64MeanOfTheValidTokensRoundedOnce) {
   const auto [dtype, layout, block, dim] = GetParam();
@@ -103,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, BlockMean,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
                                             ::testing::Values(Layout::bhsd, Layout::bshd),
                                             ::testing::Values(64, 128), ::testing::Values(64, 128)),
-                         mean_case_name);
+                         block_case_name);
 
 // ---- coarse stage --------------------------------------------------------------------------------
 
@@ -308,14 +298,6 @@ struct CombineProblem {
           for (std::int64_t d = 0; d < shape.dim; ++d) fn(b, h, t, d, sequence_index(fine, layout, b, h, t, d));
   }
 };
-
-using CombineCase = std::tuple<DType, Layout, int /*block*/>;
-
-std::string combine_case_name(const ::testing::TestParamInfo<CombineCase>& info) {
-  const auto [dtype, layout, block] = info.param;
-  return std::string(dtype_tag(dtype)) + (layout == Layout::bhsd ? "_bhsd" : "_bshd") + "_blk" +
-         std::to_string(block);
-}
 
 class GateCombine : public ::testing::TestWithParam<CombineCase> {};
 

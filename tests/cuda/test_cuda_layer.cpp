@@ -58,7 +58,7 @@ double relative_difference(const HostTensor& gpu, const HostTensor& cpu) {
 
 // ---- block means ---------------------------------------------------------------------------------
 
-class CudaBlockMean : public ::testing::TestWithParam<std::tuple<DType, Layout, int, int>> {
+class CudaBlockMean : public ::testing::TestWithParam<BlockCase> {
  protected:
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -95,7 +95,8 @@ TEST_P(CudaBlockMean, MeansAndGradientBitIdenticalToCpu) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaBlockMean,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Layout::bhsd, Layout::bshd),
-                                            ::testing::Values(64, 128), ::testing::Values(64, 128)));
+                                            ::testing::Values(64, 128), ::testing::Values(64, 128)),
+                         block_case_name);
 
 // ---- coarse stage --------------------------------------------------------------------------------
 
@@ -235,7 +236,7 @@ TEST(CudaCoarseStageLimit, UnalignedMeansAreUnsupported) {
 
 // ---- gate combine --------------------------------------------------------------------------------
 
-class CudaGateCombine : public ::testing::TestWithParam<std::tuple<DType, Layout, int>> {
+class CudaGateCombine : public ::testing::TestWithParam<CombineCase> {
  protected:
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -286,7 +287,8 @@ TEST_P(CudaGateCombine, ForwardAndGradientsMatchCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGateCombine,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
-                                            ::testing::Values(Layout::bhsd, Layout::bshd), ::testing::Values(64, 128)));
+                                            ::testing::Values(Layout::bhsd, Layout::bshd), ::testing::Values(64, 128)),
+                         combine_case_name);
 
 // ---- topk_to_index -------------------------------------------------------------------------------
 

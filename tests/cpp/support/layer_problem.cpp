@@ -44,4 +44,23 @@ HostTensor random_f32(std::mt19937_64& rng, std::vector<std::int64_t> shape) {
   return t;
 }
 
+namespace {
+
+std::string case_prefix(DType dtype, Layout layout, int block) {
+  const char* tag = dtype == DType::bf16 ? "bf16" : dtype == DType::f16 ? "f16" : "f32";
+  return std::string(tag) + (layout == Layout::bhsd ? "_bhsd" : "_bshd") + "_blk" + std::to_string(block);
+}
+
+}  // namespace
+
+std::string block_case_name(const ::testing::TestParamInfo<BlockCase>& info) {
+  const auto [dtype, layout, block, dim] = info.param;
+  return case_prefix(dtype, layout, block) + "_d" + std::to_string(dim);
+}
+
+std::string combine_case_name(const ::testing::TestParamInfo<CombineCase>& info) {
+  const auto [dtype, layout, block] = info.param;
+  return case_prefix(dtype, layout, block);
+}
+
 }  // namespace vsa::test

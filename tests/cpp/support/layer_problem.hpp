@@ -5,7 +5,11 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "support/host_tensor.hpp"
 
@@ -33,5 +37,12 @@ std::vector<std::int64_t> mixed_counts(std::mt19937_64& rng, std::int64_t blocks
 
 // A random float32 tensor of the given shape (values in [-1, 1]).
 HostTensor random_f32(std::mt19937_64& rng, std::vector<std::int64_t> shape);
+
+// Parameters of the per-tensor stages' suites, and their test names
+// ("bf16_bshd_blk128_d64").
+using BlockCase = std::tuple<DType, Layout, int /*block*/, int /*dim*/>;
+using CombineCase = std::tuple<DType, Layout, int /*block*/>;
+std::string block_case_name(const ::testing::TestParamInfo<BlockCase>& info);
+std::string combine_case_name(const ::testing::TestParamInfo<CombineCase>& info);
 
 }  // namespace vsa::test
