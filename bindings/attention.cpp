@@ -58,7 +58,7 @@ BackwardParams backward_params(const InArray& q, const InArray& k, const InArray
                                const InArray& variable_block_sizes, const InArray& out,
                                const InArray& lse, const InArray& dout, const OutArray& dq,
                                const OutArray& dk, const OutArray& dv,
-                               const std::string& layout, float scale) {
+                               const std::string& layout, float scale, bool deterministic) {
   BackwardParams p;
   p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
   p.out = to_tensor_ref(out, "out");
@@ -67,6 +67,7 @@ BackwardParams backward_params(const InArray& q, const InArray& k, const InArray
   p.dq = to_tensor_ref(dq, "dq");
   p.dk = to_tensor_ref(dk, "dk");
   p.dv = to_tensor_ref(dv, "dv");
+  p.deterministic = deterministic;
   return p;
 }
 
@@ -74,9 +75,10 @@ void run_backward(const InArray& q, const InArray& k, const InArray& v, const In
                   const InArray& q2k_num, const InArray& variable_block_sizes, const InArray& out,
                   const InArray& lse, const InArray& dout, const std::optional<OutArray>& workspace,
                   const OutArray& dq, const OutArray& dk, const OutArray& dv,
-                  const std::string& layout, float scale, std::uintptr_t stream) {
+                  const std::string& layout, float scale, bool deterministic,
+                  std::uintptr_t stream) {
   BackwardParams p = backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse,
-                                     dout, dq, dk, dv, layout, scale);
+                                     dout, dq, dk, dv, layout, scale, deterministic);
   if (workspace) {
     p.workspace = workspace->data();
     p.workspace_bytes = workspace->nbytes();
@@ -91,10 +93,10 @@ std::size_t workspace_bytes(const InArray& q, const InArray& k, const InArray& v
                             const InArray& variable_block_sizes, const InArray& out,
                             const InArray& lse, const InArray& dout, const OutArray& dq,
                             const OutArray& dk, const OutArray& dv, const std::string& layout,
-                            float scale) {
+                            float scale, bool deterministic) {
   return backward_workspace_bytes(backward_params(q, k, v, q2k_idx, q2k_num,
                                                   variable_block_sizes, out, lse, dout, dq, dk, dv,
-                                                  layout, scale));
+                                                  layout, scale, deterministic));
 }
 
 std::pair<bool, std::string> is_supported(const TensorSpec& q, const TensorSpec& k,
@@ -123,13 +125,12 @@ void bind_attention(nb::module_& m) {
         "1/sqrt(D).");
   m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "workspace"_a.none(), "dq"_a, "dk"_a,
-        "dv"_a, "layout"_a, "scale"_a,
-        "stream"_a,
+        "dv"_a, "layout"_a, "scale"_a, "deterministic"_a, "stream"_a,
         "Gradients dq, dk, dv into the caller's arrays. `workspace` holds at least "
         "backward_workspace_bytes(...) bytes when that is nonzero.");
   m.def("backward_workspace_bytes", &workspace_bytes, "q"_a, "k"_a, "v"_a, "q2k_idx"_a,
         "q2k_num"_a, "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "dq"_a, "dk"_a, "dv"_a,
-        "layout"_a, "scale"_a,
+        "layout"_a, "scale"_a, "deterministic"_a,
         "Device scratch bytes that backward needs for these arrays.");
   m.def("supported", &is_supported, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "layout"_a, "scale"_a,

@@ -4,12 +4,15 @@
 # (C++ and Python) and the benchmark, and writes every log under $OUT.
 #
 #   scripts/gpu.sh [stage ...]     stages: cpp python ctest pytest kernels bench
-#                                  (default: all; `build` means cpp python)
+#                                  (default: all; `build` means cpp python);
+#                                  also `profile`: Nsight Compute on one backward
+#                                  of each dq path (Wan 480p shape)
 #
 # Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
-# for `vsa bench`), GTEST_DIR (GoogleTest sources when the machine has no
-# installed GoogleTest; default .gtest, a copy of /usr/src/googletest).
+# for `vsa bench`), VSA_PYTEST_ARGS (what pytest runs; default tests/python),
+# GTEST_DIR (GoogleTest sources when the machine has no installed GoogleTest;
+# default .gtest, a copy of /usr/src/googletest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -60,7 +63,9 @@ fi
 
 if want pytest; then
   note "pytest (GPU and CPU tests)"
-  python3 -m pytest tests/python -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 || { note "pytest FAILED"; status=1; }
+  # shellcheck disable=SC2086
+  python3 -m pytest ${VSA_PYTEST_ARGS:-tests/python} -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 ||
+    { note "pytest FAILED"; status=1; }
   tail -n 1 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
 fi
 
@@ -73,6 +78,18 @@ if want kernels; then
       echo "$family: $(if [[ $family == sm80 ]]; then VSA_CUDA_KERNEL=sm80 $kb $shape; else $kb $shape; fi 2>&1)"
     done
   done | tee "$OUT/kernels.log" | tee -a "$OUT/summary.txt"
+fi
+
+if want profile; then
+  note "profile: ncu on the backward's kernels, Wan 480p shape, both dq paths"
+  kernels="count_kernel|scan_kernel|place_kernel|sort_kernel|delta_kernel|bwd_kernel|dq_finish_kernel|bwd_dq_kernel"
+  for only in 2 3; do
+    ncu --clock-control none --launch-count 8 -k "regex:$kernels" --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+      build/gpu/bench/kernel/vsa_kernel_bench 12 624 63 128 64 1 "$only"
+  done > "$OUT/profile.log" 2>&1 || { note "profile FAILED"; status=1; }
+  grep -E "^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput" \
+    "$OUT/profile.log" | tee -a "$OUT/summary.txt"
 fi
 
 if want bench; then

@@ -3,7 +3,10 @@
 // The full benchmark with peers is `vsa bench`; this one is for iterating on
 // kernels. The backward counts 2.5x the forward's FLOPs (FastVideo's rule).
 //
-//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1]
+//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1] [only]
+//
+// only: 0 times everything; 1 the forward, 2 the backward, 3 the deterministic
+// backward alone (so a profiler sees one kind of launch).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   const std::int64_t topk = arg(argc, argv, 3, 63), dim = arg(argc, argv, 4, 128);
   const std::int64_t block = arg(argc, argv, 5, 64);
   const bool partial = arg(argc, argv, 6, 1) != 0;
+  const std::int64_t only = arg(argc, argv, 7, 0);
   const std::int64_t seq = nk * block, elems = heads * seq * dim;
 
   std::mt19937_64 rng(1234);
@@ -120,16 +124,27 @@ int main(int argc, char** argv) {
   b.dv = TensorRef::contiguous(d_grads + 2 * elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
 
   try {
-    b.workspace_bytes = vsa::backward_workspace_bytes(b);
+    b.workspace_bytes = vsa::backward_workspace_bytes(b);  // the atomic path's is the larger
     check(cudaMalloc(&b.workspace, b.workspace_bytes), "cudaMalloc workspace");
     const double flops = 4.0 * static_cast<double>(heads * dim * seq * topk * block);
     std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d:", static_cast<long long>(heads),
                 static_cast<long long>(nk), static_cast<long long>(topk), static_cast<long long>(dim),
                 static_cast<long long>(block), partial ? 1 : 0);
-    const double fwd = median_ms([&] { vsa::forward(p); });
-    const double bwd = median_ms([&] { vsa::backward(b); });
-    std::printf(" fwd %.3f ms (%.1f TFLOP/s), bwd %.3f ms (%.1f TFLOP/s effective)\n", fwd, flops / fwd / 1e9,
-                bwd, 2.5 * flops / bwd / 1e9);
+    if (only == 0 || only == 1) {
+      const double fwd = median_ms([&] { vsa::forward(p); });
+      std::printf(" fwd %.3f ms (%.1f TFLOP/s)", fwd, flops / fwd / 1e9);
+    }
+    if (only != 1) vsa::forward(p);  // out and lse for the backward
+    if (only == 0 || only == 2) {
+      const double bwd = median_ms([&] { vsa::backward(b); });
+      std::printf(" bwd %.3f ms (%.1f TFLOP/s effective)", bwd, 2.5 * flops / bwd / 1e9);
+    }
+    if (only == 0 || only == 3) {
+      b.deterministic = true;
+      const double bwd = median_ms([&] { vsa::backward(b); });
+      std::printf(" deterministic bwd %.3f ms (%.1f)", bwd, 2.5 * flops / bwd / 1e9);
+    }
+    std::printf("\n");
   } catch (const vsa::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

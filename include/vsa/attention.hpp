@@ -51,6 +51,10 @@ struct BackwardParams {
   AttentionInputs in;
   TensorRef out, lse, dout;  // from the forward pass
   TensorRef dq, dk, dv;  // dk/dv of a GQA head are summed over its query heads
+  // dk and dv are always bitwise repeatable. dq is too on the CPU; on CUDA it
+  // is summed by float atomics unless `deterministic` asks for a dQ pass
+  // that sums each row in list order.
+  bool deterministic = false;
   void* workspace = nullptr;  // device scratch of backward_workspace_bytes(); CPU needs none
   std::size_t workspace_bytes = 0;
   void* stream = nullptr;

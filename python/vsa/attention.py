@@ -29,8 +29,9 @@ def _new_lse(q: Tensor, layout: str, need_lse: bool) -> Tensor:
 
 @torch.library.custom_op("vsa::forward", mutates_args=())
 def _forward(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
-             variable_block_sizes: Tensor, scale: float, need_lse: bool,
-             layout: str) -> tuple[Tensor, Tensor]:
+             variable_block_sizes: Tensor, scale: float, need_lse: bool, layout: str,
+             deterministic: bool) -> tuple[Tensor, Tensor]:
+    # `deterministic` only travels to the backward (see _setup_context).
     q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
     out = q.new_empty(q.shape)
     lse = _new_lse(q, layout, need_lse)
@@ -40,52 +41,54 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
 
 
 @_forward.register_fake
-def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, need_lse, layout):
+def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, need_lse, layout,
+                  deterministic):
     return q.new_empty(q.shape), _new_lse(q, layout, need_lse)
 
 
 def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout, dq, dk,
-                     dv, layout, scale, stream):
+                     dv, layout, scale, deterministic, stream):
     """_C.backward with the device scratch it asks for, from torch's caching allocator
     (the core allocates nothing; on CUDA the scratch holds delta, the dq accumulator and
     the KV->Q lists)."""
     arrays = (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout)
-    size = _C.backward_workspace_bytes(*arrays, dq, dk, dv, layout, scale)
+    size = _C.backward_workspace_bytes(*arrays, dq, dk, dv, layout, scale, deterministic)
     workspace = dq.new_empty(size, dtype=torch.uint8) if size else None
-    _C.backward(*arrays, workspace, dq, dk, dv, layout, scale, stream)
+    _C.backward(*arrays, workspace, dq, dk, dv, layout, scale, deterministic, stream)
 
 
 @torch.library.custom_op("vsa::backward", mutates_args=())
 def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
               q2k_idx: Tensor, q2k_num: Tensor, variable_block_sizes: Tensor, scale: float,
-              layout: str) -> tuple[Tensor, Tensor, Tensor]:
+              layout: str, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
     dout, q, k, v, out = (kernel_ready(t) for t in (dout, q, k, v, out))
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     launch(_backward_kernel, (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout),
-           (dq, dk, dv), layout, scale)
+           (dq, dk, dv), layout, scale, deterministic)
     return dq, dk, dv
 
 
 @_backward.register_fake
-def _backward_fake(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes, scale, layout):
+def _backward_fake(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes, scale, layout,
+                   deterministic):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, _need_lse, layout = inputs
+    q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, _need_lse, layout, deterministic = inputs
     out, lse = output
     # The backward computes no gradient through lse; marking it keeps a loss
     # that uses lse from getting a silently wrong gradient.
     ctx.mark_non_differentiable(lse)
     ctx.save_for_backward(q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes)
-    ctx.scale, ctx.layout = scale, layout
+    ctx.scale, ctx.layout, ctx.deterministic = scale, layout, deterministic
 
 
 def _autograd_backward(ctx, dout, _dlse):
     q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes = ctx.saved_tensors
     dq, dk, dv = _backward(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes,
-                           ctx.scale, ctx.layout)
-    return dq, dk, dv, None, None, None, None, None, None
+                           ctx.scale, ctx.layout, ctx.deterministic)
+    return dq, dk, dv, None, None, None, None, None, None, None
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
@@ -93,8 +96,8 @@ _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
 
 def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
                       variable_block_sizes: Tensor, *, scale: Optional[float] = None,
-                      need_lse: bool = True,
-                      layout: str = "bhsd") -> tuple[Tensor, Optional[Tensor]]:
+                      need_lse: bool = True, layout: str = "bhsd",
+                      deterministic: Optional[bool] = None) -> tuple[Tensor, Optional[Tensor]]:
     """Every query block attends to its own list of KV blocks (DESIGN.md §1).
 
     q: [B, H, Sq, D] ("bhsd") or [B, Sq, H, D] ("bshd"); k, v: [B, Hkv, Skv, D]
@@ -103,6 +106,11 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     any integer dtype. Returns (out, lse): out has q's shape and layout; lse is
     [B, H, Sq] float32 in base 2 (None when need_lse is False). lse is not
     differentiable; out is, on both backends.
+
+    deterministic: whether the backward's dq must be bitwise repeatable (dk and dv
+    always are). None follows torch.use_deterministic_algorithms. On CUDA the
+    repeatable dq comes from a dQ pass that sums each row in list order instead of
+    float atomics.
     """
     expect_same_device("q", q, k=k, v=v, q2k_idx=q2k_idx, q2k_num=q2k_num,
                        variable_block_sizes=variable_block_sizes)
@@ -110,14 +118,17 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     out, lse = _forward(q, k, v, index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
                         index_tensor(variable_block_sizes, "variable_block_sizes"),
-                        scale_argument(scale), bool(need_lse or needs_grad), layout)
+                        scale_argument(scale), bool(need_lse or needs_grad), layout,
+                        torch.are_deterministic_algorithms_enabled() if deterministic is None
+                        else bool(deterministic))
     return out, (lse if need_lse else None)
 
 
 def block_sparse_attn_from_mask(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor,
                                 variable_block_sizes: Tensor, *, scale: Optional[float] = None,
-                                need_lse: bool = True,
-                                layout: str = "bhsd") -> tuple[Tensor, Optional[Tensor]]:
+                                need_lse: bool = True, layout: str = "bhsd",
+                                deterministic: Optional[bool] = None
+                                ) -> tuple[Tensor, Optional[Tensor]]:
     """block_sparse_attn with the lists given as a bool block_map [B, H, NQ, NK].
 
     The compaction (map_to_index) is an op of its own, so torch.compile
@@ -125,4 +136,4 @@ def block_sparse_attn_from_mask(q: Tensor, k: Tensor, v: Tensor, block_map: Tens
     """
     q2k_idx, q2k_num = map_to_index(block_map)
     return block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
-                             need_lse=need_lse, layout=layout)
+                             need_lse=need_lse, layout=layout, deterministic=deterministic)

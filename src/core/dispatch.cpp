@@ -49,7 +49,7 @@ void forward(const ForwardParams& p) {
 std::size_t backward_workspace_bytes(const BackwardParams& p) {
   const ProblemShape s = check_inputs(p.in);
   // The CPU backend allocates its own host scratch.
-  return p.in.q.device == Device::cpu ? 0 : cuda::backward_workspace_bytes(s);
+  return p.in.q.device == Device::cpu ? 0 : cuda::backward_workspace_bytes(p, s);
 }
 
 void backward(const BackwardParams& p) {

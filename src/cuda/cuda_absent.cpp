@@ -22,7 +22,7 @@ Support supported(const AttentionInputs&, const ProblemShape&) {
 }
 
 void forward(const ForwardParams&, const ProblemShape&, float) { no_cuda(); }
-std::size_t backward_workspace_bytes(const ProblemShape&) { no_cuda(); }
+std::size_t backward_workspace_bytes(const BackwardParams&, const ProblemShape&) { no_cuda(); }
 void backward(const BackwardParams&, const ProblemShape&, float) { no_cuda(); }
 void map_to_index(const TensorRef&, const TensorRef&, const TensorRef&, void*) { no_cuda(); }
 void invert_indices(const TensorRef&, const TensorRef&, std::int64_t, const TensorRef&,

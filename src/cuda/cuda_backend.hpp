@@ -26,7 +26,7 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale);
 
 // Device scratch the backward needs for this problem, and the backward itself
 // (backward/backward.cu).
-std::size_t backward_workspace_bytes(const ProblemShape& s);
+std::size_t backward_workspace_bytes(const BackwardParams& p, const ProblemShape& s);
 void backward(const BackwardParams& p, const ProblemShape& s, float scale);
 
 void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num,

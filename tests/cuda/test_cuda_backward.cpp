@@ -22,9 +22,10 @@ namespace {
 // library asks for; run() computes dq, dk, dv and copies them back.
 class DeviceBackward {
  public:
-  explicit DeviceBackward(AttentionProblem& problem)
+  DeviceBackward(AttentionProblem& problem, bool deterministic)
       : params_(problem.backward_params()), inputs_(problem), out_(problem.out),
         lse_(problem.lse), dout_(problem.dout), dq_(problem.dq), dk_(problem.dk), dv_(problem.dv) {
+    params_.deterministic = deterministic;
     params_.in = inputs_.inputs();
     params_.out = out_.ref();
     params_.lse = lse_.ref();
@@ -54,33 +55,45 @@ class DeviceBackward {
   DeviceMirror out_, lse_, dout_, dq_, dk_, dv_;
 };
 
-void expect_gpu_backward_matches(AttentionProblem& problem) {
+void expect_gpu_backward_matches(AttentionProblem& problem, bool deterministic) {
   ASSERT_TRUE(supported(DeviceInputs(problem).inputs()).ok);
-  DeviceBackward device(problem);
+  DeviceBackward device(problem, deterministic);
   device.run();
   problem.expect_backward_matches();
 }
 
-class CudaBackward : public ::testing::TestWithParam<AttentionCase> {};
+// Both ways of computing dq: float atomics from the key pass (the default),
+// and the deterministic dQ pass.
+const bool kBothDqPaths[] = {false, true};
+std::string dq_path_name(bool deterministic) { return deterministic ? "dq_pass" : "dq_atomic"; }
+std::string case_and_path_name(const ::testing::TestParamInfo<std::tuple<AttentionCase, bool>>& param) {
+  return std::get<0>(param.param).name + "_" + dq_path_name(std::get<1>(param.param));
+}
+std::string path_name(const ::testing::TestParamInfo<bool>& param) { return dq_path_name(param.param); }
+
+class CudaBackward : public ::testing::TestWithParam<std::tuple<AttentionCase, bool>> {};
 
 TEST_P(CudaBackward, MatchesReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [c, deterministic] = GetParam();
   const std::uint64_t seed = next_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  AttentionProblem problem(on_gpu(GetParam()), seed);
-  expect_gpu_backward_matches(problem);
+  AttentionProblem problem(on_gpu(c), seed);
+  expect_gpu_backward_matches(problem, deterministic);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward, ::testing::ValuesIn(attention_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kBothDqPaths)),
+                         case_and_path_name);
 
 // Blocks cut on both sides of every boundary a kernel steps over: the 16-key
 // rows of a warp, the 64-key tiles (blk = 128), the block end; each query
 // block lists every KV block.
-class CudaBackwardPartialBlocks : public ::testing::TestWithParam<std::tuple<int, int>> {};
+class CudaBackwardPartialBlocks : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
 TEST_P(CudaBackwardPartialBlocks, EveryCutMatchesReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  const auto [head_dim, block] = GetParam();
+  const auto [head_dim, block, deterministic] = GetParam();
   const std::vector<std::int64_t> cuts =
       block == 64 ? std::vector<std::int64_t>{1, 15, 16, 17, 33, 63, 64}
                   : std::vector<std::int64_t>{1, 16, 63, 64, 65, 80, 127, 128};
@@ -99,13 +112,16 @@ TEST_P(CudaBackwardPartialBlocks, EveryCutMatchesReference) {
   }
   for (std::int64_t h = 0; h < c.heads; ++h)
     for (std::int64_t i = 0; i < c.num_q_blocks; ++i) problem.set_list(0, h, i, every_block);
-  expect_gpu_backward_matches(problem);
+  expect_gpu_backward_matches(problem, deterministic);
 }
 
 INSTANTIATE_TEST_SUITE_P(DimsAndBlocks, CudaBackwardPartialBlocks,
-                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128)));
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128),
+                                            ::testing::ValuesIn(kBothDqPaths)));
 
-TEST(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
+class CudaBackwardEdges : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   AttentionCase c;
   c.dtype = DType::bf16;
@@ -117,7 +133,7 @@ TEST(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
     problem.set_list(0, h, 1, {1});     // only a zero-size block
     problem.set_list(0, h, 2, {2, 0});  // nobody lists block 3
   }
-  expect_gpu_backward_matches(problem);
+  expect_gpu_backward_matches(problem, GetParam());
   auto all_zero = [](const HostTensor& t, std::int64_t begin, std::int64_t end) {
     for (std::int64_t e = begin; e < end; ++e)
       if (t.get(e) != 0.0) return false;
@@ -130,8 +146,10 @@ TEST(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
 }
 
-TEST(CudaBackwardEdges, KeyGradientsAreRepeatableBitForBit) {
+// dk and dv on both paths; dq too on the deterministic one.
+TEST_P(CudaBackwardEdges, RepeatableBitForBit) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const bool deterministic = GetParam();
   AttentionCase c;
   c.dtype = DType::bf16;
   c.head_dim = 128;
@@ -140,23 +158,27 @@ TEST(CudaBackwardEdges, KeyGradientsAreRepeatableBitForBit) {
   c.max_kv = 6;
   c.heads = 4;
   c.kv_heads = 2;
+  c.duplicates = true;
   AttentionProblem problem(c, next_seed());
-  DeviceBackward device(problem);
+  DeviceBackward device(problem, deterministic);
   device.run();
-  const HostTensor dk = problem.dk, dv = problem.dv;
+  const HostTensor dq = problem.dq, dk = problem.dk, dv = problem.dv;
   device.run();
   for (std::int64_t e = 0; e < dk.numel(); ++e) {
     ASSERT_EQ(problem.dk.get(e), dk.get(e)) << "dk element " << e;
     ASSERT_EQ(problem.dv.get(e), dv.get(e)) << "dv element " << e;
   }
+  if (deterministic) {
+    for (std::int64_t e = 0; e < dq.numel(); ++e) ASSERT_EQ(problem.dq.get(e), dq.get(e)) << "dq element " << e;
+  }
 }
 
-TEST(CudaBackwardEdges, TooSmallWorkspaceIsAnErrorAndWritesNothing) {
+TEST_P(CudaBackwardEdges, TooSmallWorkspaceIsAnErrorAndWritesNothing) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   AttentionCase c;
   c.dtype = DType::bf16;
   AttentionProblem problem(c, next_seed());
-  DeviceBackward device(problem);
+  DeviceBackward device(problem, GetParam());
   const std::size_t needed = device.workspace_bytes();
   ASSERT_GT(needed, 0u);
   try {
@@ -168,9 +190,12 @@ TEST(CudaBackwardEdges, TooSmallWorkspaceIsAnErrorAndWritesNothing) {
   EXPECT_TRUE(problem.dq.untouched() && problem.dk.untouched() && problem.dv.untouched());
 }
 
+INSTANTIATE_TEST_SUITE_P(DqPaths, CudaBackwardEdges, ::testing::ValuesIn(kBothDqPaths), path_name);
+
 // Random problems: shapes, GQA groups, block sizes, head dims, dtypes,
 // layouts, list lengths from 0 to NK (capacities past NK, duplicates),
-// int32/int64 metadata. VSA_BACKWARD_SWEEP_CASES sets the count (default 200).
+// int32/int64 metadata; both dq paths. VSA_BACKWARD_SWEEP_CASES sets the
+// count (default 200).
 TEST(CudaBackwardSweep, RandomProblemsMatchReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const char* env = std::getenv("VSA_BACKWARD_SWEEP_CASES");
@@ -196,14 +221,15 @@ TEST(CudaBackwardSweep, RandomProblemsMatchReference) {
     c.idx_dtype = pick(0, 1) ? DType::i32 : DType::i64;
     c.num_dtype = pick(0, 1) ? DType::i32 : DType::i64;
     c.vbs_dtype = pick(0, 1) ? DType::i32 : DType::i64;
+    const bool deterministic = pick(0, 1) == 1;
     const std::uint64_t seed = next_seed();
     SCOPED_TRACE("sweep case " + std::to_string(n) + ", seed " + std::to_string(seed) + ": B" +
                  std::to_string(c.batch) + " H" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
                  " NQ" + std::to_string(c.num_q_blocks) + " NK" + std::to_string(c.num_kv_blocks) + " blk" +
                  std::to_string(c.block) + " D" + std::to_string(c.head_dim) + " max_kv" +
-                 std::to_string(c.max_kv));
+                 std::to_string(c.max_kv) + " " + dq_path_name(deterministic));
     AttentionProblem problem(c, seed);
-    expect_gpu_backward_matches(problem);
+    expect_gpu_backward_matches(problem, deterministic);
     if (::testing::Test::HasFailure()) return;  // the first failing case says enough
   }
 }

@@ -26,6 +26,10 @@ from vsa.bench.cli import main
     (["--backends", "vsa,nonesuch"], "--backends"),
     (["--iters", "0"], "--iters"),
     (["--device", "tpu"], "--device"),
+    (["--op", "mlp"], "--op"),
+    (["--op", "layer", "--selection", "local"], "--selection"),  # the layer selects its own
+    (["--op", "layer", "--backends", "vsa,dense-sdpa"], "--backends"),  # not a layer backend
+    (["--backends", "vsa-fine"], "--backends"),  # a layer backend only
 ])
 def test_impossible_flags_name_the_flag(argv, flag, capsys):
     assert main(["--device", "cpu", *argv] if "--device" not in argv else argv) == 2
@@ -55,7 +59,8 @@ def test_list_shows_counts(capsys):
 
 def test_help_exits_zero(capsys):
     assert main(["--help"]) == 0
-    assert "--sparsity" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--sparsity" in out and "--op {attention,layer}" in out
 
 
 def test_cpu_run_end_to_end(tmp_path, capsys):
@@ -66,6 +71,7 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "CPU run" in captured.out and "cpu-wan-crop" in captured.out
+    assert "/best FV" in captured.out and "vsa / best FastVideo: n/a" in captured.out
     assert "[cpu-wan-crop]" in captured.err  # progress goes to stderr
 
     for name in ("results.json", "results.csv", "results.png"):
@@ -83,6 +89,7 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
     for r in ours:
         assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0 and r["rel_error"] < 1e-5
         assert r["speedup_fwd"] > 0 and r["valid_tokens"] == 9 * 14 * 20
+    assert all(r["vs_fastvideo_fwd"] is None for r in rows)  # FastVideo is GPU only
     flex = [r for r in rows if r["backend"] == "flex"]
     assert flex and all(r["fwd_ms"] is None and r["note"] for r in flex)  # n/a, with the reason
     dense = [r for r in rows if r["backend"] == "dense-sdpa"]
@@ -92,6 +99,37 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
         assert len(list(csv.DictReader(f))) == len(rows)
 
 
+
+def test_cpu_layer_run_end_to_end(tmp_path, capsys):
+    out_dir = tmp_path / "layer"
+    argv = ["--op", "layer", "--device", "cpu", "--heads", "1", "--iters", "1", "--warmup", "0",
+            "--check-blocks", "4", "--out", str(out_dir)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "cpu-wan-crop layer: B1 H1 D64 fp32 blk64, 60 blocks, topk 12 (20.0%)" in captured.out
+    assert "vsa layer fwd / vsa fine kernel fwd:" in captured.out
+    assert "vsa layer forward by stage (CPU ops:" in captured.out
+    assert not (out_dir / "results.png").exists() and "plot skipped" in captured.out
+
+    data = json.loads((out_dir / "results.json").read_text())
+    assert data["settings"]["op"] == "layer"
+    rows = {r["backend"]: r for r in data["results"]}
+    assert list(rows) == ["vsa", "vsa-fine", "fastvideo-tk", "fastvideo-triton", "torch-flex"]
+    for name in ("vsa", "vsa-fine"):
+        r = rows[name]
+        assert r["fwd_ms"] > 0 and r["fwdbwd_ms"] > 0 and r["rel_error"] < 1e-5, r
+        assert r["topk"] == 12 and r["valid_tokens"] == 9 * 14 * 20
+    assert rows["vsa"]["fwd_per_fine"] == pytest.approx(rows["vsa"]["fwd_ms"] /
+                                                        rows["vsa-fine"]["fwd_ms"])
+    assert rows["vsa"]["stage_ms"]["fine"] > 0 and rows["vsa"]["stage_kernels"]
+    assert rows["fastvideo-tk"]["fwd_ms"] is None and rows["fastvideo-tk"]["note"] == "CUDA only"
+    # Eager FlexAttention runs the torch layer's forward on the CPU (it has no CPU backward).
+    flex = rows["torch-flex"]
+    assert flex["rel_error"] < 1e-5 and flex["fwdbwd_ms"] is None and "backward" in flex["note"]
+
+    with open(out_dir / "results.csv") as f:
+        header = next(csv.reader(f))
+    assert "fwd_per_fine" in header and "stage_ms" not in header  # lists and dicts: JSON only
 
 
 def test_python_m_entry_point():

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from vsa.bench.peers import Problem, flex_block_mask
+from vsa.bench.peers import flex_block_mask
+from vsa.bench.problem import Problem
 from vsa.bench.reference import reference_blocks, relative_error, sample_query_blocks
 
 B, H, HKV, BLK, NK, D = 2, 4, 2, 16, 6, 8

@@ -33,11 +33,11 @@ def test_opcheck(gen):
     p = make_problem(gen, nq=2, nk=2, min_count=1)
     q = p.q.requires_grad_()
     torch.library.opcheck(torch.ops.vsa.forward.default,
-                          (q, p.k, p.v, *p.lists, 0.0, True, "bhsd"))
-    out, lse = torch.ops.vsa.forward(p.q, p.k, p.v, *p.lists, 0.0, True, "bhsd")
+                          (q, p.k, p.v, *p.lists, 0.0, True, "bhsd", False))
+    out, lse = torch.ops.vsa.forward(p.q, p.k, p.v, *p.lists, 0.0, True, "bhsd", False)
     torch.library.opcheck(torch.ops.vsa.backward.default,
                           (torch.randn_like(out), p.q.detach(), p.k, p.v, out.detach(), lse,
-                           *p.lists, 0.0, "bhsd"))
+                           *p.lists, 0.0, "bhsd", False))
     torch.library.opcheck(torch.ops.vsa.map_to_index.default,
                           (torch.rand(1, 2, 3, 4, generator=gen) > 0.5,))
     torch.library.opcheck(torch.ops.vsa.topk_to_index.default,

@@ -34,10 +34,11 @@ def gradients(fn, q, k, v, dout):
     return q.grad, k.grad, v.grad
 
 
-def check_against_reference(p, g, *, layout="bhsd", scale=None, tol=2e-2):
+def check_against_reference(p, g, *, layout="bhsd", scale=None, deterministic=False, tol=2e-2):
     dout = torch.randn(p.q.shape).to(g.q.dtype)
     got = gradients(lambda q, k, v: vsa.block_sparse_attn(q, k, v, *g.lists, scale=scale,
-                                                          layout=layout)[0],
+                                                          layout=layout,
+                                                          deterministic=deterministic)[0],
                     g.q, g.k, g.v, dout.cuda())
     want = gradients(lambda q, k, v: reference_attention(q, k, v, *p.lists, scale=scale,
                                                          layout=layout)[0],
@@ -58,12 +59,13 @@ def check_against_reference(p, g, *, layout="bhsd", scale=None, tol=2e-2):
     dict(block=128, nq=2, nk=3, dim=128, vbs=[128, 70, 0]),
     dict(dim=128, dtype=torch.float16),
 ], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
-def test_grads_match_reference(gen, kernel, case):
+@pytest.mark.parametrize("deterministic", [False, True], ids=["dq_atomic", "dq_pass"])
+def test_grads_match_reference(gen, kernel, case, deterministic):
     layout = case.get("layout", "bhsd")
     p, g = cuda_problem(gen, **case)
     p.q2k_num[0, 0, 0] = 0  # an empty row: zero dq, and nothing of it anywhere else
     g.q2k_num[0, 0, 0] = 0
-    check_against_reference(p, g, layout=layout)
+    check_against_reference(p, g, layout=layout, deterministic=deterministic)
 
 
 def test_grads_with_scale(gen, kernel):
@@ -73,7 +75,7 @@ def test_grads_with_scale(gen, kernel):
 
 def test_strided_views_are_read_in_place(gen):
     """q, k, v as slices of a packed [B, S, 3, H, D] tensor (bshd views, gaps between rows)."""
-    p, g = cuda_problem(gen, layout="bshd")
+    p, g = cuda_problem(gen, layout="bshd", nq=3, nk=3)
     packed = torch.stack([g.q, g.k, g.v], dim=2)  # [B, S, 3, H, D]
     q, k, v = packed.unbind(2)
     assert not q.is_contiguous()
@@ -101,13 +103,32 @@ def test_backward_never_syncs(gen):
     assert torch.isfinite(q.grad).all()
 
 
-def test_dk_dv_repeat_bit_for_bit(gen):
+def test_dk_dv_repeat_bit_for_bit_and_dq_when_deterministic(gen, kernel):
     _, g = cuda_problem(gen, heads=4, kv_heads=2, nq=4, nk=4, dim=128, duplicates=True, max_kv=6)
     dout = torch.randn(g.q.shape, device="cuda", dtype=g.q.dtype)
-    first = gradients(lambda q, k, v: vsa.block_sparse_attn(q, k, v, *g.lists)[0], g.q, g.k, g.v, dout)
-    second = gradients(lambda q, k, v: vsa.block_sparse_attn(q, k, v, *g.lists)[0], g.q, g.k, g.v, dout)
+
+    def run(**kw):
+        return gradients(lambda q, k, v: vsa.block_sparse_attn(q, k, v, *g.lists, **kw)[0],
+                         g.q, g.k, g.v, dout)
+
+    first, second = run(), run()
     assert torch.equal(first[1], second[1]) and torch.equal(first[2], second[2])
     torch.testing.assert_close(first[0], second[0], atol=1e-2, rtol=0)  # dq: float atomics
+    exact = run(deterministic=True)
+    assert all(torch.equal(a, b) for a, b in zip(exact, run(deterministic=True)))
+    torch.testing.assert_close(exact[0], first[0], atol=1e-2, rtol=0)
+
+
+def test_deterministic_follows_torch_setting(gen):
+    _, g = cuda_problem(gen, nq=3, nk=3, dim=128)
+    dout = torch.randn(g.q.shape, device="cuda", dtype=g.q.dtype)
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [gradients(lambda q, k, v: vsa.block_sparse_attn(q, k, v, *g.lists)[0],
+                          g.q, g.k, g.v, dout)[0] for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
 
 
 class Block(torch.nn.Module):

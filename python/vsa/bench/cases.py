@@ -84,6 +84,18 @@ class Case:
     def with_keep(self, keep: float) -> Case:
         return replace(self, topk=topk_for_keep(keep, self.num_blocks))
 
+    def topks(self, keeps: list[float] | None) -> list[int]:
+        """The distinct top-k of a --sparsity sweep, or the case's own."""
+        if keeps is None:
+            return [self.topk]
+        return list(dict.fromkeys(topk_for_keep(k, self.num_blocks) for k in keeps))
+
+    def result_fields(self, dtype: str) -> dict:
+        """What every result row of this case repeats."""
+        return dict(case=self.name, batch=self.batch, heads=self.heads, head_dim=self.head_dim,
+                    block_size=self.block_size, num_blocks=self.num_blocks, seq_len=self.seq_len,
+                    valid_tokens=self.valid_tokens, dtype=dtype)
+
 
 def topk_for_keep(keep: float, num_blocks: int) -> int:
     return min(num_blocks, max(1, round(keep * num_blocks)))
@@ -130,6 +142,9 @@ CASES: dict[str, Case] = {
 DEFAULT_GPU_CASES = ("wan2.1-1.3b-480p", "synthetic-49k", "synthetic-49k-top192",
                      "synthetic-49k-top768", "synthetic-b2-16k")
 DEFAULT_CPU_CASES = tuple(name for name, c in CASES.items() if c.cpu)
+# --op layer: the shape the layer's goals are stated for (issue 9), and one small CPU case.
+DEFAULT_GPU_LAYER_CASES = ("wan2.1-1.3b-480p",)
+DEFAULT_CPU_LAYER_CASES = ("cpu-wan-crop",)
 
 
 def describe(case: Case) -> str:

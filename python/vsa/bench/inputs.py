@@ -9,6 +9,7 @@ import torch
 import vsa
 
 from .cases import Case
+from .timing import rotation_count
 
 SELECTIONS = ("random", "local")
 
@@ -22,11 +23,17 @@ class Blocks:
 
 
 def block_metadata(case: Case, device: torch.device) -> Blocks:
-    if case.latent is not None:
-        meta = vsa.build_vsa_metadata(case.latent, tile_size=case.tile, device=device)
-        return Blocks(meta.variable_block_sizes, meta.non_pad_index)
-    vbs = torch.full((case.num_blocks,), case.block_size, dtype=torch.int32, device=device)
-    return Blocks(vbs, torch.arange(case.seq_len, device=device))
+    """The library's metadata for the case, checked against the case's own arithmetic."""
+    if case.latent is None:
+        vbs = torch.full((case.num_blocks,), case.block_size, dtype=torch.int32, device=device)
+        return Blocks(vbs, torch.arange(case.seq_len, device=device))
+    meta = vsa.build_vsa_metadata(case.latent, tile_size=case.tile, device=device)
+    vbs = meta.variable_block_sizes
+    if vbs.numel() != case.num_blocks or int(vbs.sum()) != case.valid_tokens:
+        raise RuntimeError(f"{case.name}: library metadata ({vbs.numel()} blocks, "
+                           f"{int(vbs.sum())} tokens) disagrees with the latent shape "
+                           f"({case.num_blocks} blocks, {case.valid_tokens} tokens)")
+    return Blocks(vbs, meta.non_pad_index)
 
 
 def random_qkv(case: Case, dtype: torch.dtype, device: torch.device,
@@ -35,6 +42,30 @@ def random_qkv(case: Case, dtype: torch.dtype, device: torch.device,
     kernels must mask them, so leaving them as noise (not zeros) is the honest test."""
     shape = (case.batch, case.heads, case.seq_len, case.head_dim)
     return tuple(torch.randn(shape, generator=generator, device=device).to(dtype) for _ in range(3))
+
+
+def case_inputs(case: Case, dtype: torch.dtype, device: torch.device,
+                seed: int) -> tuple[Blocks, list[tuple[torch.Tensor, ...]], torch.Generator]:
+    """A case's metadata and enough random input sets to rotate through (timing.rotation_count),
+    with the generator that made them. Resets torch.compile first: each case gets compiled peers
+    (FlexAttention) a fresh recompile budget, since shapes differ from case to case and past the
+    limit torch.compile would silently fall back to eager."""
+    torch.compiler.reset()
+    generator = torch.Generator(device).manual_seed(seed)
+    blocks = block_metadata(case, device)
+    set_bytes = 4 * case.batch * case.heads * case.seq_len * case.head_dim * dtype.itemsize
+    input_sets = [random_qkv(case, dtype, device, generator)
+                  for _ in range(rotation_count(set_bytes, device))]
+    return blocks, input_sets, generator
+
+
+def zero_pad_tokens(inputs: tuple[torch.Tensor, ...],
+                    non_pad_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The inputs with the block padding zeroed, as a model's tiled layer input has it (and as
+    FastVideo's layer, whose block means sum whole blocks, needs it)."""
+    real = torch.zeros(inputs[0].shape[2], dtype=torch.bool, device=inputs[0].device)
+    real[non_pad_index] = True
+    return tuple(t * real[:, None].to(t.dtype) for t in inputs)
 
 
 def select_blocks(case: Case, topk: int, pattern: str, device: torch.device,

@@ -1,4 +1,5 @@
-"""Results: the terminal table, results.json, results.csv and the time-vs-sparsity plot."""
+"""Attention results: the terminal table, results.json, results.csv and the time-vs-sparsity plot
+(the writers also take layer results, which have no plot)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from .peers import DENSE_BASELINE
+from .peers import DENSE_BASELINE, FASTVIDEO_PEERS
+from .tables import attach_ratios, grid, groups, num, short, versus_line
 
 
 @dataclass
@@ -33,8 +35,18 @@ class Result:
     bwd_tflops: float | None = None
     speedup_fwd: float | None = None  # dense baseline time / this time
     speedup_bwd: float | None = None
+    # This time / the fastest FastVideo kernel's at the same selection (below 1: faster).
+    vs_fastvideo_fwd: float | None = None
+    vs_fastvideo_bwd: float | None = None
     rel_error: float | None = None  # vs float64 on sampled query blocks; sparse backends only
     note: str = ""  # why a number is missing
+
+    def timings(self) -> list[str]:
+        """What the progress line shows of a row that ran."""
+        shown = [f"fwd {self.fwd_ms:.3f} ms ({self.fwd_tflops:.4g} TFLOP/s)"]
+        if self.bwd_ms is not None:
+            shown.append(f"bwd {self.bwd_ms:.3f} ms ({self.bwd_tflops:.4g} TFLOP/s)")
+        return shown
 
 
 def attach_speedups(results: list[Result]) -> None:
@@ -53,60 +65,65 @@ def attach_speedups(results: list[Result]) -> None:
                     setattr(r, out, base / getattr(r, field))
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "n/a" if value is None else format(value, fmt)
+def attach_fastvideo_ratios(results: list[Result]) -> None:
+    attach_ratios(results, (("fwd_ms", "vs_fastvideo_fwd"), ("bwd_ms", "vs_fastvideo_bwd")),
+                  FASTVIDEO_PEERS, key=_selection)
 
 
-_COLUMNS = ("keep", "backend", "fwd ms", "TFLOP/s", "x dense", "bwd ms", "TFLOP/s", "x dense",
-            "rel err", "note")
+def _selection(r: Result) -> tuple:
+    return r.case, r.sparse, r.topk
+
+
+_COLUMNS = ("keep", "backend", "fwd ms", "TFLOP/s", "x dense", "/best FV", "bwd ms", "TFLOP/s",
+            "x dense", "/best FV", "rel err", "note")
 
 
 def _cells(r: Result) -> tuple[str, ...]:
     keep = f"{r.topk} ({r.keep:.1%})" if r.sparse else "dense"
     if r.fwd_ms is None:  # the peer did not run: one cell says why
-        return keep, r.backend, f"n/a ({_short(r.note)})"
+        return keep, r.backend, f"n/a ({short(r.note)})"
     return (keep, r.backend,
-            _num(r.fwd_ms, ".3f"), _num(r.fwd_tflops, ".4g"), _num(r.speedup_fwd, ".2f"),
-            _num(r.bwd_ms, ".3f"), _num(r.bwd_tflops, ".4g"), _num(r.speedup_bwd, ".2f"),
-            _num(r.rel_error, ".2e") if r.sparse else "-", _short(r.note))
-
-
-def _short(note: str, width: int = 72) -> str:
-    """Notes are cut to keep the table readable; results.json keeps them whole."""
-    return note if len(note) <= width else note[: width - 3] + "..."
+            num(r.fwd_ms, ".3f"), num(r.fwd_tflops, ".4g"), num(r.speedup_fwd, ".2f"),
+            num(r.vs_fastvideo_fwd, ".3f"),
+            num(r.bwd_ms, ".3f"), num(r.bwd_tflops, ".4g"), num(r.speedup_bwd, ".2f"),
+            num(r.vs_fastvideo_bwd, ".3f"),
+            num(r.rel_error, ".2e") if r.sparse else "-", short(r.note))
 
 
 def table(results: list[Result]) -> str:
+    """One block per case: every row, then per selection vsa's time over the fastest FastVideo
+    kernel's, forward and backward."""
     lines = []
-    for case in dict.fromkeys(r.case for r in results):
-        rows = [r for r in results if r.case == case]
+    for rows in groups(results, key=lambda r: r.case):
         first = rows[0]
         lines.append("")
-        lines.append(f"{case}: B{first.batch} H{first.heads} D{first.head_dim} {first.dtype} "
-                     f"blk{first.block_size}, {first.num_blocks} blocks, S={first.seq_len} "
-                     f"({first.valid_tokens} real tokens)")
-        cells = [_COLUMNS] + [_cells(r) for r in rows]
-        # An n/a row's one long cell spills past the columns instead of widening them.
-        widths = [max(len(row[i]) for row in cells if len(row) > 3 or i < 2)
-                  for i in range(len(_COLUMNS))]
-        for row in cells:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append(f"{first.case}: B{first.batch} H{first.heads} D{first.head_dim} "
+                     f"{first.dtype} blk{first.block_size}, {first.num_blocks} blocks, "
+                     f"S={first.seq_len} ({first.valid_tokens} real tokens)")
+        lines += grid(_COLUMNS, [_cells(r) for r in rows])
+        for selection in groups([r for r in rows if r.sparse], key=_selection):
+            lines.append(versus_line(selection, "vsa", (("fwd_ms", "fwd"), ("bwd_ms", "bwd")),
+                                     FASTVIDEO_PEERS, "FastVideo")
+                         + f"  [topk {selection[0].topk}]")
     return "\n".join(lines)
 
 
-def write_json(path: str, environment: dict, settings: dict, results: list[Result]) -> None:
+def write_json(path: str, environment: dict, settings: dict, results: list) -> None:
     with open(path, "w") as f:
         json.dump({"environment": environment, "settings": settings,
                    "results": [dataclasses.asdict(r) for r in results]}, f, indent=2)
         f.write("\n")
 
 
-def write_csv(path: str, results: list[Result]) -> None:
-    names = [f.name for f in dataclasses.fields(Result)]
+def write_csv(path: str, results: list) -> None:
+    """One row per result, its scalar fields only (results.json has the rest)."""
+    rows = [dataclasses.asdict(r) for r in results]
+    nested = {k for row in rows for k, v in row.items() if isinstance(v, (dict, list))}
+    names = [k for k in (rows[0] if rows else {}) if k not in nested]
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=names)
+        writer = csv.DictWriter(f, fieldnames=names, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(dataclasses.asdict(r) for r in results)
+        writer.writerows(rows)
 
 
 def write_plot(path: str, results: list[Result], title: str) -> str | None:
@@ -150,13 +167,16 @@ def write_plot(path: str, results: list[Result], title: str) -> str | None:
     return None
 
 
-def write_all(out_dir: str, environment: dict, settings: dict, results: list[Result]) -> list[str]:
-    """Writes the three files; returns lines for the terminal saying what was written."""
+def write_all(out_dir: str, environment: dict, settings: dict, results: list) -> list[str]:
+    """Writes results.json, results.csv and, for attention results, results.png; returns lines
+    for the terminal saying what was written."""
     os.makedirs(out_dir, exist_ok=True)
     write_json(os.path.join(out_dir, "results.json"), environment, settings, results)
     write_csv(os.path.join(out_dir, "results.csv"), results)
     where = environment.get("gpu", f"CPU ({environment['cpu_threads']} threads)")
-    skipped = write_plot(os.path.join(out_dir, "results.png"), results,
-                         f"vsa bench on {where}, torch {environment['torch']}")
+    skipped = "the layer results have no plot" if not all(isinstance(r, Result)
+                                                          for r in results) else \
+        write_plot(os.path.join(out_dir, "results.png"), results,
+                   f"vsa bench on {where}, torch {environment['torch']}")
     written = "results.json, results.csv" + ("" if skipped else ", results.png")
     return [f"wrote {written} to {out_dir}"] + ([f"plot skipped: {skipped}"] if skipped else [])

@@ -3,13 +3,15 @@
 // no host synchronization (so it can be captured in a CUDA graph):
 //
 //   1. the KV->Q lists (kv_lists.cu);
-//   2. delta = rowsum(dO ∘ O) and a zeroed fp32 dQ accumulator;
-//   3. the main kernel, picked by kernel_choice: a CTA per 64-key tile writes
-//      its dK and dV once and adds dS·K into the dQ accumulator;
-//   4. dq = scale · accumulator, into the caller's dq.
+//   2. delta = rowsum(dO ∘ O) (and, on the atomic path, a zeroed fp32 dQ
+//      accumulator);
+//   3. the key pass, from the family kernel_choice picks: a CTA per 64-key
+//      tile writes its dK and dV once (and adds dS·K into the accumulator);
+//   4. dq: scale · accumulator into the caller's dq, or — deterministic —
+//      the dQ pass, a CTA per 64-row query tile summing dS·K in list order.
 //
-// dk and dv are bitwise repeatable (each is summed in one CTA, in list order);
-// dq is summed by float atomics, so its last bits may differ run to run.
+// dk and dv are bitwise repeatable (each is summed in one CTA, in list
+// order); on the atomic path dq's last bits may differ run to run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -92,7 +94,9 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   rows.heads = static_cast<int>(s.heads);
   rows.seq_q = s.seq_q;
   rows.scale = scale;
-  check_cuda(cudaMemsetAsync(rows.dq_accum, 0, ws.cursors - ws.dq_accum, stream), "cudaMemsetAsync(dq accumulator)");
+  const bool atomic_dq = !p.deterministic;
+  if (atomic_dq)
+    check_cuda(cudaMemsetAsync(rows.dq_accum, 0, ws.cursors - ws.dq_accum, stream), "cudaMemsetAsync(dq accumulator)");
   launch_delta<Elem, kHeadDim>(rows, stream);
 
   BwdKernelParams kp{};
@@ -110,25 +114,36 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.dv_stride = seq_strides(p.dv, in.layout);
   kp.lse = static_cast<const float*>(p.lse.data);
   kp.delta = rows.delta;
-  kp.dq_accum = rows.dq_accum;
+  kp.dq_accum = atomic_dq ? rows.dq_accum : nullptr;
+  kp.dq = p.dq.data;
+  kp.dq_stride = rows.dq_stride;
   kp.k2q_offsets = lists.offsets;
   kp.k2q_blocks = lists.blocks;
+  kp.q2k_idx = in.q2k_idx.data;
+  kp.q2k_num = in.q2k_num.data;
   kp.vbs = in.variable_block_sizes.data;
+  kp.idx_is_64 = lists.idx_is_64;
+  kp.num_is_64 = lists.num_is_64;
   kp.vbs_is_64 = in.variable_block_sizes.dtype == DType::i64;
   kp.heads = static_cast<int>(s.heads);
   kp.kv_group = static_cast<int>(s.heads / s.kv_heads);
+  kp.num_q_blocks = static_cast<int>(s.num_q_blocks);
+  kp.max_kv = static_cast<int>(s.max_kv);
   kp.num_kv_blocks = static_cast<int>(s.num_kv_blocks);
   kp.block = static_cast<int>(s.block);
   kp.seq_q = s.seq_q;
   kp.scale_log2 = scale * kLog2e;
   kp.scale = scale;
   const int kv_tiles = static_cast<int>(s.num_kv_blocks * (s.block / 64));  // 64-key tiles
-  if (family == KernelFamily::sm90)
-    sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, static_cast<int>(s.batch), stream);
-  else
-    sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, static_cast<int>(s.batch), stream);
-
-  launch_dq_finish<Elem, kHeadDim>(rows, stream);
+  const int batch = static_cast<int>(s.batch);
+  if (family == KernelFamily::sm90) {
+    sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, batch, stream);
+    if (!atomic_dq) sm90::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
+  } else {
+    sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, batch, stream);
+    if (!atomic_dq) sm80::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
+  }
+  if (atomic_dq) launch_dq_finish<Elem, kHeadDim>(rows, stream);
 }
 
 template <class Elem>
@@ -142,10 +157,12 @@ void launch_for_dim(const BackwardParams& p, const ProblemShape& s, float scale,
 
 }  // namespace
 
-std::size_t backward_workspace_bytes(const ProblemShape& s) { return BwdWorkspace::layout(s).total; }
+std::size_t backward_workspace_bytes(const BackwardParams& p, const ProblemShape& s) {
+  return BwdWorkspace::layout(s, !p.deterministic).total;
+}
 
 void backward(const BackwardParams& p, const ProblemShape& s, float scale) {
-  const BwdWorkspace ws = BwdWorkspace::layout(s);
+  const BwdWorkspace ws = BwdWorkspace::layout(s, !p.deterministic);
   check_cuda_backward(p, ws);
   const KernelFamily family = kernel_family_for(device_arch(p.in.q.device_index));
   const DeviceGuard device(p.in.q.device_index);

@@ -1,6 +1,7 @@
 // The backward's device scratch, carved out of the caller's workspace (the
-// library allocates nothing): delta, the fp32 dQ accumulator and the KV->Q
-// lists with their scratch. Every region starts 256-byte aligned.
+// library allocates nothing): delta, the fp32 dQ accumulator (atomic path
+// only) and the KV->Q lists with their scratch. Every region starts 256-byte
+// aligned.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,8 @@ struct BwdWorkspace {
   std::size_t delta, dq_accum, cursors, offsets, unsorted, blocks;  // byte offsets
   std::size_t total;
 
-  static BwdWorkspace layout(const ProblemShape& s) {
+  // with_dq_accum: the atomic dQ path (not the deterministic dQ pass).
+  static BwdWorkspace layout(const ProblemShape& s, bool with_dq_accum) {
     BwdWorkspace w{};
     std::size_t at = 0;
     auto take = [&at](std::int64_t count, std::size_t element) {
@@ -26,7 +28,7 @@ struct BwdWorkspace {
     const std::int64_t lists = s.batch * s.heads * s.num_kv_blocks;
     const std::int64_t entries = s.batch * s.heads * s.num_q_blocks * s.max_kv;
     w.delta = take(rows, sizeof(float));
-    w.dq_accum = take(rows * s.head_dim, sizeof(float));
+    w.dq_accum = take(with_dq_accum ? rows * s.head_dim : 0, sizeof(float));
     w.cursors = take(lists, sizeof(int));
     w.offsets = take(lists + 1, sizeof(int));
     w.unsorted = take(entries, sizeof(int));

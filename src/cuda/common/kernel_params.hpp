@@ -30,8 +30,11 @@ struct FwdKernelParams {
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
 };
 
-// The backward's main kernels (sm80 and sm90): a CTA owns one 64-key tile of
-// one (batch, kv head) and walks the query row tiles that attend to it.
+// The backward's kernels (sm80 and sm90). The key pass: a CTA owns one
+// 64-key tile of one (batch, kv head) and walks the query row tiles that
+// attend to it, writing dK and dV (and adding dS·K into dq_accum when that is
+// set). The dQ pass (when dq_accum is null): a CTA owns one 64-row query tile
+// and walks its list like the forward, writing dq.
 struct BwdKernelParams {
   const void* q;
   const void* k;
@@ -43,14 +46,18 @@ struct BwdKernelParams {
 
   const float* lse;    // [B, H, Sq] base 2, as the forward wrote it
   const float* delta;  // [B, H, Sq] rowsum(dO ∘ O), from the row pass before
-  float* dq_accum;     // [B, H, Sq, D] fp32 sums of dS·K, fragment order (dq_accum.cuh)
+  float* dq_accum;     // [B, H, Sq, D] fp32 sums of dS·K, fragment order (dq_accum.cuh); or null
+  void* dq;            // the dQ pass's output
+  SeqStrides dq_stride;
   const int* k2q_offsets;  // [B·H·NK + 1]: where each (b, h, kv block)'s query blocks start
   const int* k2q_blocks;   // query block ids, ascending within each (b, h, kv block)
+  const void* q2k_idx;     // [B, H, NQ, max_kv], for the dQ pass
+  const void* q2k_num;     // [B, H, NQ]
   const void* vbs;         // [NK]
-  bool vbs_is_64;
+  bool idx_is_64, num_is_64, vbs_is_64;
 
   int heads, kv_group;  // query heads h·kv_group .. (h+1)·kv_group-1 share kv head h
-  int num_kv_blocks, block;
+  int num_q_blocks, max_kv, num_kv_blocks, block;
   std::int64_t seq_q;
   float scale_log2;  // softmax scale * log2(e), as in the forward
   float scale;       // dK = scale · dSᵀ·Q; dQ's scale is applied when it is finished

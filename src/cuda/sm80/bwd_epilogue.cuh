@@ -11,6 +11,10 @@
 
 namespace vsa::cuda::sm80 {
 
+// Both backward passes run four warps of 16 rows: keys in the key pass,
+// queries in the dQ pass.
+constexpr int kBwdThreads = 128;
+
 // Rows 16w..16w+15 of `stage` (a [64][D] swizzled tile) belong to warp w
 // alone, so no CTA barrier is needed between staging and storing.
 template <class Elem, int kHeadDim>

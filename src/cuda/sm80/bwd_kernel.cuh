@@ -1,8 +1,9 @@
-// The portable (sm_80+) block-sparse backward kernel: a CTA of four warps
+// The portable (sm_80+) block-sparse backward, key pass: a CTA of four warps
 // owns one 64-key tile of one (batch, kv head), walks the query row tiles
 // that attend to it (the inverted lists, KeyScheduler), keeps the tile's dK
-// and dV in registers and writes them once; dQ is added into an fp32
-// accumulator that a row pass turns into dq afterwards (backward/row_passes.cu).
+// and dV in registers and writes them once. With a dQ accumulator, dS·K is
+// added into it (a row pass turns it into dq afterwards, backward/row_passes.cu);
+// without one, the dQ pass (bwd_dq_kernel.cuh) computes dq.
 //
 // Shared memory: K and V (resident), one Q and one dO tile with their lse and
 // delta, and the dSᵀ tile: 73 KB at D = 128, so it launches on every GPU from
@@ -17,8 +18,6 @@
 #include "cuda/sm80/bwd_epilogue.cuh"
 
 namespace vsa::cuda::sm80 {
-
-constexpr int kBwdThreads = 128;  // four warps of 16 keys
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
@@ -56,6 +55,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   float* const s_delta = s_lse + kTileRows;
 
   KeyScheduler sched(p);
+  const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   Consumer consumer(static_cast<int>(threadIdx.x) / 32);
@@ -78,13 +78,13 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     consumer.scores(sk, sv, sq, sdo, s, dp);
     consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid);
     consumer.accumulate(sq, sdo, s, dp);
-    consumer.store_ds(sds, dp);
+    if (add_dq) consumer.store_ds(sds, dp);
 
     __syncthreads();  // dSᵀ is whole; every warp is done with Q, dO, lse, delta
     if (have_next)
       load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, sq, sdo, s_lse, s_delta);
     ptx::cp_async_commit();
-    consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum);
+    if (add_dq) consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum);
 
     pair = next;
     have = have_next;

@@ -1,17 +1,20 @@
-// Hopper (sm_90a) block-sparse backward, first version: one warpgroup per
-// 64-key tile of one (batch, kv head), walking the query row tiles that
-// attend to it (KeyScheduler), with every product on wgmma:
+// Hopper (sm_90a) block-sparse backward, key pass: one warpgroup per 64-key
+// tile of one (batch, kv head), walking the query row tiles that attend to it
+// (KeyScheduler), with every product on wgmma:
 //
 //   Sᵀ  = K·Qᵀ, dPᵀ = V·dOᵀ   m64n64, both operands from shared memory
 //   dV += Pᵀ·dO, dK += dSᵀ·Q  m64nD, Pᵀ and dSᵀ as register A operands
 //   dQ  = dS·K                 m64nD, dS read transposed from a shared dSᵀ
 //                              tile, K as an MN-major operand; added into the
-//                              fp32 accumulator with 16-byte reductions
+//                              fp32 accumulator with 16-byte reductions (only
+//                              with an accumulator: else the dQ pass,
+//                              bwd_dq_kernel.cuh, computes dq)
 //
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
-// cp.async into the 128-byte-swizzled layout; the next pair's Q/dO land
-// while dQ = dS·K and its reductions run. Two CTAs per SM.
+// cp.async into the 128-byte-swizzled layout, a pair's Q, dO, lse and delta
+// in one of two stages, so the next pair lands while this one is computed.
+// Two CTAs per SM.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,47 +24,46 @@
 #include "cuda/common/dq_accum.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm80/bwd_gradients.cuh"
+#include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 
 namespace vsa::cuda::sm90 {
 
+// A stage holds one pair's Q and dO tiles and its lse and delta.
+template <int kHeadDim>
+struct PairStage {
+  static constexpr int kStatsBytes = 2 * kTileRows * static_cast<int>(sizeof(float));
+  static constexpr int kBytes = 2 * SwizzledTile<kHeadDim>::kBytes + kStatsBytes;
+  std::uint32_t q, dout, stats;
+  __device__ explicit PairStage(std::uint32_t base)
+      : q(base), dout(base + SwizzledTile<kHeadDim>::kBytes), stats(base + 2 * SwizzledTile<kHeadDim>::kBytes) {}
+};
+
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
-  // K, V, Q, dO; the dSᵀ tile; lse and delta; alignment slack.
-  return 4 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes +
-         2 * kTileRows * static_cast<int>(sizeof(float)) + 1024;
+  // K, V and the dSᵀ tile; two pair stages (1 KB apart); alignment slack: 107 KB at D = 128,
+  // so two CTAs share an SM.
+  return 2 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes + 2 * (PairStage<kHeadDim>::kBytes + 1024) +
+         1024;
 }
 
 // Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
-// copied by the first 32 threads).
+// copied by the first 32 threads), into a stage.
 template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const BwdKernelParams& p, std::uint32_t sq,
-                                          std::uint32_t sdo, std::uint32_t s_stats) {
-  load_tile<Elem, kHeadDim>(sq, rows.q, p.q_stride.seq);
-  load_tile<Elem, kHeadDim>(sdo, rows.dout, p.dout_stride.seq);
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const BwdKernelParams& p,
+                                          const PairStage<kHeadDim>& stage) {
+  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq);
+  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq);
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kTileRows / 4;
   if (t < kChunks)
-    ptx::cp_async_16(s_stats + 16 * t, rows.lse + 4 * t);
+    ptx::cp_async_16(stage.stats + 16 * t, rows.lse + 4 * t);
   else if (t < 2 * kChunks)
-    ptx::cp_async_16(s_stats + 16 * t, rows.delta + 4 * (t - kChunks));
-}
-
-// Register A fragments (four k16 steps over the 64 query rows) of a warp's
-// m16n8 accumulators, as in the forward's P·V.
-template <class Elem>
-__device__ __forceinline__ void pack_a(const sm80::BwdScores& x, std::uint32_t (&a)[kTileRows / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kTileRows / 16; ++kk) {
-    a[kk][0] = ElemTraits<Elem>::pack(x[0][2 * kk][0], x[0][2 * kk][1]);
-    a[kk][1] = ElemTraits<Elem>::pack(x[0][2 * kk][2], x[0][2 * kk][3]);
-    a[kk][2] = ElemTraits<Elem>::pack(x[0][2 * kk + 1][0], x[0][2 * kk + 1][1]);
-    a[kk][3] = ElemTraits<Elem>::pack(x[0][2 * kk + 1][2], x[0][2 * kk + 1][3]);
-  }
+    ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
 }
 
 template <class Elem, int kHeadDim>
-__global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
+__global__ void __launch_bounds__(kWarpgroupThreads, kHeadDim == 64 ? 3 : 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SwizzledTile<kHeadDim>;
   constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
@@ -69,14 +71,14 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   extern __shared__ __align__(1024) unsigned char smem[];
   // The swizzle is applied to address bits, so tiles start on 1024 bytes.
   const std::uint32_t smem0 = ptx::smem_addr(smem);
-  const std::uint32_t sk = (smem0 + 1023u) & ~1023u, sv = sk + Tile::kBytes, sq = sv + Tile::kBytes,
-                      sdo = sq + Tile::kBytes, sds = sdo + Tile::kBytes,
-                      s_stats = sds + SwizzledTile<kTileRows>::kBytes;
+  const std::uint32_t sk = (smem0 + 1023u) & ~1023u, sv = sk + Tile::kBytes, sds = sv + Tile::kBytes;
+  constexpr std::uint32_t kStageStride = (PairStage<kHeadDim>::kBytes + 1023u) & ~1023u;
+  const std::uint32_t stage0 = sds + SwizzledTile<kTileRows>::kBytes;
+  auto stage_of = [&](int index) { return PairStage<kHeadDim>(stage0 + static_cast<std::uint32_t>(index) * kStageStride); };
   auto generic = [&](std::uint32_t addr) { return smem + (addr - smem0); };
-  const float* s_lse = reinterpret_cast<const float*>(generic(s_stats));
-  const float* s_delta = s_lse + kTileRows;
 
   KeyScheduler sched(p);
+  const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -89,15 +91,23 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq);
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, sq, sdo, s_stats);
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, stage_of(0));
   }
   ptx::cp_async_commit();
-  while (have) {
-    ptx::cp_async_wait<0>();  // this pair's Q, dO, lse, delta (and K, V) written by this thread ...
+  int n = 0;  // pairs done
+  for (; have; ++n) {
+    ptx::cp_async_wait<0>();  // this pair's stage (and K, V) written by this thread ...
     fence_proxy_async();      // ... visible to wgmma ...
-    __syncthreads();          // ... for every thread; the last dQ product is done with dSᵀ
+    __syncthreads();          // ... for every thread; every product of the last pair is done
+    // The next pair lands in the other stage while this one is computed.
     BwdPair next{};
     const bool have_next = sched.next(next);
+    if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage_of((n + 1) & 1));
+    ptx::cp_async_commit();
+    const PairStage<kHeadDim> stage = stage_of(n & 1);
+    const std::uint32_t sq = stage.q, sdo = stage.dout;
+    const float* s_lse = reinterpret_cast<const float*>(generic(stage.stats));
+    const float* s_delta = s_lse + kTileRows;
 
     sm80::BwdScores s, dp;
     float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
@@ -115,7 +125,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_registers(dp_flat);
 
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane);
-    sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
+    if (add_dq) sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
     std::uint32_t pa[kSteps][4], dsa[kSteps][4];
     pack_a<Elem>(s, pa);
     pack_a<Elem>(dp, dsa);
@@ -132,34 +142,36 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_registers(dv);
     fence_registers(dk);
 
-    __syncthreads();  // dSᵀ is whole; every product reading Q, dO, lse, delta is done
-    if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, sq, sdo, s_stats);
-    ptx::cp_async_commit();
-
-    float dq[kHeadDim / 2];
-    wgmma_fence();
+    if (add_dq) {
+      __syncthreads();  // dSᵀ is whole
+      float dq[kHeadDim / 2];
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk)
-      wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(dq);
-    float* dq_tile = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;
+      for (int kk = 0; kk < kSteps; ++kk)
+        wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(dq);
+      float* dq_tile = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;
 #pragma unroll
-    for (int t = 0; t < kHeadDim / 8; ++t)
-      ptx::red_add_f32x4(dq_tile + dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t], dq[4 * t + 1],
-                         dq[4 * t + 2], dq[4 * t + 3]);
+      for (int t = 0; t < kHeadDim / 8; ++t)
+        ptx::red_add_f32x4(dq_tile + dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t], dq[4 * t + 1],
+                           dq[4 * t + 2], dq[4 * t + 3]);
+    }
 
     pair = next;
     have = have_next;
   }
-  // No copy or product reading Q/dO is in flight here; each warp stages only
-  // its own 16 rows of those tiles (generic [64][D] layout, as the sm80 tiles).
+  // The last pair (n - 1) issued no copy, and every warp is done with the
+  // other stage (n & 1: the barrier at that pair's start); each warp stages
+  // only its own 16 rows there (generic [64][D] layout, as the sm80 tiles).
+  // Without pairs, nothing was copied at all.
   using Grad = float[1][kHeadDim / 8][4];
+  const PairStage<kHeadDim> spare = stage_of(n & 1);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dk), p.scale, warp, lane,
-                                        reinterpret_cast<Elem*>(generic(sq)), keys.dk, p.dk_stride.seq);
+                                        reinterpret_cast<Elem*>(generic(spare.q)), keys.dk, p.dk_stride.seq);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dv), 1.0f, warp, lane,
-                                        reinterpret_cast<Elem*>(generic(sdo)), keys.dv, p.dv_stride.seq);
+                                        reinterpret_cast<Elem*>(generic(spare.dout)), keys.dv, p.dv_stride.seq);
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

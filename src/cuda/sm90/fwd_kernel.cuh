@@ -15,6 +15,7 @@
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/common/query_scheduler.cuh"
+#include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 
 namespace vsa::cuda::sm90 {
@@ -77,13 +78,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
     ptx::cp_async_commit();
     if (valid > 0) {
       std::uint32_t a[kTileRows / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kTileRows / 16; ++kk) {
-        a[kk][0] = ElemTraits<Elem>::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
-        a[kk][1] = ElemTraits<Elem>::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
-        a[kk][2] = ElemTraits<Elem>::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-        a[kk][3] = ElemTraits<Elem>::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-      }
+      pack_a<Elem>(s, a);
       fence_registers(o);
       wgmma_fence();
 #pragma unroll

@@ -1,0 +1,81 @@
+"""`vsa bench --op layer`: every backend's VSA layer on one case, forward and forward + backward,
+checked against the float64 layer on sampled query blocks; vsa's forward split by stage."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .attention_run import DTYPES
+from .cases import Case
+from .inputs import case_inputs, zero_pad_tokens
+from .layer_peers import FINE_KERNEL, LAYER_PEERS
+from .layer_reference import reference_layer, reference_layer_blocks
+from .layer_report import LayerResult
+from .measure import add_note, log, progress, reason, timed_forward, training_calls
+from .problem import LayerProblem
+from .reference import reference_blocks, relative_error, sample_query_blocks
+from .stages import profile_stages
+from .timing import median_ms
+
+PROFILED = "vsa"  # the backend whose forward is split by stage
+
+
+def _measure(result: LayerResult, make, problem: LayerProblem, input_sets, check, args,
+             device: torch.device) -> LayerResult:
+    """Fill result's times, error and (for vsa) stages; a peer that cannot run leaves n/a and a
+    note, a later step that fails leaves what was measured and says which step failed."""
+    timing = dict(warmup=args.warmup, iters=args.iters, device=device)
+    runner = timed_forward(result, make, problem, input_sets, check, timing)
+    if runner is None:
+        return result
+    if result.backend == PROFILED:
+        try:
+            with torch.no_grad():
+                stages = profile_stages(functools.partial(runner, *input_sets[0]), device)
+            result.stage_ms, result.stage_total_ms = stages.ms, stages.total_ms
+            result.stage_source, result.stage_kernels = stages.source, stages.kernels
+        except Exception as e:
+            add_note(result, "stages: " + reason(e))
+    if not args.no_backward:
+        try:
+            result.fwdbwd_ms = median_ms(training_calls(runner, input_sets), **timing)
+        except Exception as e:
+            add_note(result, "backward: " + reason(e))
+    return result
+
+
+def run_layer_case(case: Case, keeps: list[float] | None, args,
+                   device: torch.device) -> list[LayerResult]:
+    blocks, input_sets, _ = case_inputs(case, DTYPES[args.dtype], device, args.seed)
+    input_sets = [zero_pad_tokens(s, blocks.non_pad_index) for s in input_sets]
+    vbs = blocks.variable_block_sizes
+    row = functools.partial(LayerResult, **case.result_fields(args.dtype))
+    log(f"[{case.name} layer] {case.num_blocks} blocks of {case.block_size}, S={case.seq_len} "
+        f"({case.valid_tokens} real), {len(input_sets)} input set(s)")
+
+    results = []
+    for topk in case.topks(keeps):
+        ref = reference_layer(*input_sets[0], vbs, case.block_size, topk)
+        problem = LayerProblem(input_sets[0], case.block_size, vbs, topk, ref.q2k_idx,
+                               ref.q2k_num)
+        samples = sample_query_blocks(case.batch, case.heads, case.num_blocks, args.check_blocks,
+                                      torch.Generator().manual_seed(args.seed))
+        # The layers against the float64 layer; vsa's fine kernel alone against the float64 fine
+        # stage on the same (reference) selection.
+        expected = {} if not samples else {
+            "layer": reference_layer_blocks(*input_sets[0], vbs, ref, samples),
+            "fine": reference_blocks(*input_sets[0], ref.q2k_idx, ref.q2k_num, vbs, samples)}
+        log(f"[{case.name} layer] topk {topk} ({topk / case.num_blocks:.1%} kept)")
+        for name in (n for n in LAYER_PEERS if n in args.backends):
+            check = functools.partial(
+                relative_error, samples=samples,
+                reference=expected["fine" if name == FINE_KERNEL else "layer"]) \
+                if samples else None
+            result = _measure(row(backend=name, topk=topk, keep=topk / case.num_blocks),
+                              LAYER_PEERS[name], problem, input_sets, check, args, device)
+            progress(result)
+            results.append(result)
+        del ref, problem, expected
+    return results
