@@ -6,6 +6,7 @@
 
 #include "attention.hpp"
 #include "errors.hpp"
+#include "layer.hpp"
 #include "metadata.hpp"
 
 NB_MODULE(_C, m) {
@@ -13,4 +14,5 @@ NB_MODULE(_C, m) {
   vsa::python::bind_errors(m);
   vsa::python::bind_attention(m);
   vsa::python::bind_metadata(m);
+  vsa::python::bind_layer(m);
 }

@@ -3,5 +3,6 @@
 
 #include "vsa/attention.hpp"
 #include "vsa/error.hpp"
+#include "vsa/layer.hpp"
 #include "vsa/metadata.hpp"
 #include "vsa/tensor.hpp"

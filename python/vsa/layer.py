@@ -1,12 +1,22 @@
 """The VSA layer: coarse stage + fine stage + gate, differentiable end to end.
 
-    out = coarse · gate + fine
+    out = coarse · gate + fine          (coarse + fine without a gate)
 
-- coarse: every 64-token block is compressed to its mean over its valid
-  tokens; dense attention over the block means; each query block's result is
-  broadcast over its tokens.
-- fine: each query block attends, token by token, to the top-k KV blocks by
-  coarse score (block_sparse_attn).
+Four stages, each a function a benchmark can time on its own:
+
+- block_means: q, k and v compressed to float32 means over each block's valid
+  tokens (pad tokens are masked, never assumed zero).
+- coarse_stage: dense attention over the means (its output is broadcast over
+  each query block's tokens) and, from the same scores, each query block's
+  top-k KV blocks as the sorted lists block_sparse_attn takes.
+- fine_stage: each query block attends, token by token, to its top-k blocks
+  (block_sparse_attn).
+- gate_combine: fine + coarse · gate, one pass over the sequence.
+
+Selection (docs/layer.md): scores are float32 FMA chains of float32 means in
+one fixed order, identical on every backend, so the same inputs select the
+same blocks on CPU and GPU; ties go to the lower block id; KV blocks without
+valid tokens are never selected and get no coarse weight.
 """
 
 from __future__ import annotations
@@ -14,62 +24,103 @@ from __future__ import annotations
 import math
 from typing import Optional, Union
 
-import torch
 from torch import Tensor
 
-from vsa._args import invalid_argument, scale_argument
+from vsa._args import LAYOUTS, invalid_argument, scale_argument
+from vsa._tensors import expect_same_device, index_tensor
 from vsa.attention import block_sparse_attn
-from vsa.metadata import topk_to_index
+from vsa.layer_ops import _block_mean, _coarse_stage, _gate_combine
 
 
-def _block_mean(x: Tensor, valid_counts: Tensor, block: int) -> Tensor:
-    """[B, H, N*block, D] -> [B, H, N, D]: mean over each block's first valid_counts tokens.
+def block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor,
+                variable_block_sizes: Tensor, *, layout: str = "bhsd") -> tuple[Tensor, Tensor, Tensor]:
+    """float32 means [B, H, N, D] of q (over q_variable_block_sizes) and of k, v (over
+    variable_block_sizes), whatever the layout; differentiable."""
+    return (_block_mean(q, q_variable_block_sizes, layout),
+            _block_mean(k, variable_block_sizes, layout),
+            _block_mean(v, variable_block_sizes, layout))
 
-    Pad tokens are masked out (not assumed zero); an empty block's mean is 0.
+
+def coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
+                 topk: int, *, scale: Optional[float] = None) -> tuple[Tensor, Tensor, Tensor]:
+    """(coarse [B, H, NQ, D] float32, q2k_idx [B, H, NQ, topk], q2k_num [B, H, NQ]) int32.
+
+    coarse is differentiable in the three means; the lists are not. A row lists
+    min(topk, live blocks) blocks, ascending, then -1.
     """
-    b, h, s, d = x.shape
-    blocks = x.reshape(b, h, s // block, block, d)
-    counts = valid_counts.to(device=x.device)
-    valid = torch.arange(block, device=x.device) < counts[:, None]  # [N, block]
-    total = (blocks.float() * valid[None, None, :, :, None]).sum(dim=3)
-    return (total / counts.clamp(min=1)[None, None, :, None]).to(x.dtype)
+    return _coarse_stage(q_mean, k_mean, v_mean, variable_block_sizes, int(topk),
+                         scale_argument(scale))
+
+
+def fine_stage(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
+               variable_block_sizes: Tensor, *, scale: Optional[float] = None,
+               layout: str = "bhsd") -> Tensor:
+    """Block-sparse attention over the selected blocks (q's shape, layout and dtype)."""
+    out, _ = block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
+                               need_lse=False, layout=layout)
+    return out
+
+
+def gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
+                 layout: str = "bhsd") -> Tensor:
+    """fine + coarse (broadcast over each block's tokens) · gate, rounded once to fine's dtype.
+
+    The seam where a fine kernel could later apply the gate in its epilogue.
+    """
+    return _gate_combine(fine, coarse, gate, layout)
+
+
+def _block_tokens(block_size: Union[int, tuple[int, int, int]]) -> int:
+    return math.prod(block_size) if isinstance(block_size, (tuple, list)) else int(block_size)
+
+
+def _check_blocks(t: Tensor, name: str, counts: Tensor, counts_name: str, block: int,
+                  layout: str) -> None:
+    """t's sequence is len(counts) whole blocks of `block` tokens."""
+    seq = t.shape[2] if layout == "bhsd" else t.shape[1]
+    if t.dim() == 4 and counts.dim() == 1 and counts.numel() * block != seq:
+        raise invalid_argument(f"{counts_name}.shape",
+                               f"one entry per {block}-token block of {name} ({seq} tokens)",
+                               list(counts.shape))
 
 
 def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor,
                       q_variable_block_sizes: Tensor, topk: int,
                       block_size: Union[int, tuple[int, int, int]] = 64,
                       gate: Optional[Tensor] = None, *, scale: Optional[float] = None,
-                      layout: str = "bhsd") -> Tensor:
+                      layout: str = "bhsd", return_lists: bool = False):
     """VSA attention on tiled, padded sequences (see vsa.tile).
 
     q [B, H, Sq, D], k/v [B, Hkv, Skv, D] ("bhsd"; or [B, S, H, D] with
-    layout="bshd"); variable_block_sizes [NK] and q_variable_block_sizes [NQ]
-    count the valid tokens of each block; block_size is the tokens per block
-    (an int, or a tile shape whose volume it is). gate (q's shape) weights the
-    coarse output. KV blocks without valid tokens get no coarse weight and add
-    nothing to the fine stage (FastVideo assumes every block has valid tokens).
+    layout="bshd"), H % Hkv == 0; bf16/fp16 (CPU and CUDA) or fp32 (CPU).
+    variable_block_sizes [NK] and q_variable_block_sizes [NQ] count the valid
+    tokens of each block; block_size is the tokens per block, 64 or 128 (an
+    int, or a tile shape whose volume it is). gate (q's shape and dtype)
+    weights the coarse output. scale (default 1/sqrt(D)) serves both the
+    coarse and the fine attention.
+
+    Returns out (q's shape and layout), or (out, q2k_idx, q2k_num) with
+    return_lists=True: the blocks each query block attended, for reuse or
+    inspection. KV blocks without valid tokens get no coarse weight and are
+    never selected (a row lists min(topk, live blocks) of them); top-k ties go
+    to the lower block id. Same inputs, same lists on every backend.
     """
-    block = math.prod(block_size) if isinstance(block_size, (tuple, list)) else int(block_size)
-    if layout not in ("bhsd", "bshd"):
+    block = _block_tokens(block_size)
+    if layout not in LAYOUTS:
         raise invalid_argument("layout", "'bhsd' or 'bshd'", repr(layout))
-    to_bhsd = (lambda t: t) if layout == "bhsd" else (lambda t: t.transpose(1, 2))
-    qh, kh, vh = to_bhsd(q), to_bhsd(k), to_bhsd(v)
-    num_kv_blocks = kh.shape[2] // block
+    expect_same_device("q", q, k=k, v=v, variable_block_sizes=variable_block_sizes,
+                       q_variable_block_sizes=q_variable_block_sizes,
+                       **({} if gate is None else {"gate": gate}))
+    vbs = index_tensor(variable_block_sizes, "variable_block_sizes")
+    q_vbs = index_tensor(q_variable_block_sizes, "q_variable_block_sizes")
+    _check_blocks(k, "k", vbs, "variable_block_sizes", block, layout)
+    _check_blocks(q, "q", q_vbs, "q_variable_block_sizes", block, layout)
+    num_kv_blocks = vbs.numel()
     if not 1 <= topk <= num_kv_blocks:
         raise invalid_argument("topk", f"a block count in [1, NK = {num_kv_blocks}]", topk)
-    group = qh.shape[1] // kh.shape[1]  # GQA: each KV head serves `group` query heads
 
-    q_c = _block_mean(qh, q_variable_block_sizes, block)
-    k_c = _block_mean(kh, variable_block_sizes, block).repeat_interleave(group, dim=1)
-    v_c = _block_mean(vh, variable_block_sizes, block).repeat_interleave(group, dim=1)
-    softmax_scale = scale_argument(scale) or 1.0 / math.sqrt(qh.shape[-1])
-    scores = (q_c @ k_c.transpose(-2, -1)).float() * softmax_scale
-    empty_kv = variable_block_sizes.to(device=q.device) == 0
-    scores = scores.masked_fill(empty_kv, float("-inf"))
-    coarse = (torch.softmax(scores, dim=-1).to(v_c.dtype) @ v_c).repeat_interleave(block, dim=2)
-
-    q2k_idx, q2k_num = topk_to_index(scores.topk(topk, dim=-1).indices)
-    fine, _ = block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
-                                need_lse=False, layout=layout)
-    coarse = to_bhsd(coarse)  # back to the caller's layout (the transpose is its own inverse)
-    return fine + (coarse if gate is None else coarse * gate)
+    q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)
+    coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale=scale)
+    fine = fine_stage(q, k, v, q2k_idx, q2k_num, vbs, scale=scale, layout=layout)
+    out = gate_combine(fine, coarse, gate, layout=layout)
+    return (out, q2k_idx, q2k_num) if return_lists else out

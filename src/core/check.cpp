@@ -22,6 +22,8 @@ std::string join_dims(std::initializer_list<std::int64_t> dims) {
 
 bool is_float_dtype(DType d) { return d == DType::bf16 || d == DType::f16 || d == DType::f32; }
 
+}  // namespace
+
 // q/k/v-shaped tensors: rank 4, a float dtype, unit stride on D.
 void expect_sequence_tensor(const TensorRef& t, const char* name) {
   expect_defined(t, name);
@@ -47,6 +49,8 @@ void expect_like(const TensorRef& t, const char* name, const TensorRef& like, co
          dtype_name(t.dtype));
   expect_shape(t, name, like);
 }
+
+namespace {
 
 void expect_lse(const TensorRef& t, const char* name, const TensorRef& q, const ProblemShape& s) {
   expect_defined(t, name);

@@ -23,6 +23,11 @@ void expect_same_device(const TensorRef& t, const char* name, const TensorRef& r
 // shape must equal `expected` (rank included)
 void expect_shape(const TensorRef& t, const char* name, const TensorRef& like);
 void expect_shape(const TensorRef& t, const char* name, std::initializer_list<std::int64_t> dims);
+// q/k/v-shaped: rank 4, a float dtype (bf16, f16, f32), unit stride on D.
+void expect_sequence_tensor(const TensorRef& t, const char* name);
+void expect_dtype(const TensorRef& t, const char* name, DType dtype);
+// A sequence tensor with the shape, dtype and device of `like`.
+void expect_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
 
 // Outputs of the forward pass (out, and lse when need_lse).
 void check_forward_outputs(const ForwardParams& p, const ProblemShape& s);

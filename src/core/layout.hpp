@@ -34,4 +34,12 @@ inline std::int64_t load_int(const TensorRef& t, std::int64_t i) {
                                : static_cast<const std::int32_t*>(t.data)[i];
 }
 
+// Writes entry `i` of a contiguous int32/int64 host tensor.
+inline void store_int(const TensorRef& t, std::int64_t i, std::int64_t value) {
+  if (t.dtype == DType::i64)
+    static_cast<std::int64_t*>(t.data)[i] = value;
+  else
+    static_cast<std::int32_t*>(t.data)[i] = static_cast<std::int32_t>(value);
+}
+
 }  // namespace vsa::detail

@@ -87,16 +87,17 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
 }
 
 void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num,
-                   void* /*stream*/) {
+                   void* stream) {
   expect_int_tensor(topk, "topk", 4, topk, "topk");
   if (topk.shape[3] < 1) fail("topk.shape", "at least one block per row (last axis)", topk.shape_string());
   expect_block_lists(q2k_idx, "q2k_idx", q2k_num, "q2k_num", topk, "topk");
   expect_shape(q2k_idx, "q2k_idx", topk);
   expect_matching_outputs(q2k_idx, q2k_num);
 
-  if (topk.device != Device::cpu)
-    throw Error(ErrorKind::unsupported, "topk.device", "cpu tensors (no CUDA topk_to_index yet)",
-                "cuda tensors");
+  if (topk.device != Device::cpu) {
+    cuda::topk_to_index(topk, q2k_idx, q2k_num, stream);  // ids >= 0 is a precondition there
+    return;
+  }
   // The number of KV blocks is not an argument, so only the lower bound of
   // the ids can be checked here; the attention op checks the upper one.
   for (std::int64_t e = 0; e < topk.numel(); ++e)

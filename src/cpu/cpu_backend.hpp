@@ -3,6 +3,7 @@
 #pragma once
 
 #include "vsa/attention.hpp"
+#include "vsa/layer.hpp"
 #include "vsa/metadata.hpp"
 
 namespace vsa::cpu {
@@ -14,5 +15,12 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
 void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,
                     const TensorRef& k2q_idx, const TensorRef& k2q_num);
 void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num);
+
+// The VSA layer's stages (cpu/layer_*.cpp).
+void block_mean(const BlockMeanParams& p);
+void block_mean_backward(const BlockMeanBackwardParams& p);
+void coarse_stage(const CoarseStageParams& p, float scale);
+void gate_combine(const GateCombineParams& p);
+void gate_combine_backward(const GateCombineBackwardParams& p);
 
 }  // namespace vsa::cpu

@@ -10,17 +10,8 @@
 #include "cpu/inverted_lists.hpp"
 
 namespace vsa::cpu {
-namespace {
 
-// Writes entry `i` of a contiguous int32/int64 host tensor.
-void store_int(const TensorRef& t, std::int64_t i, std::int64_t value) {
-  if (t.dtype == DType::i64)
-    static_cast<std::int64_t*>(t.data)[i] = value;
-  else
-    static_cast<std::int32_t*>(t.data)[i] = static_cast<std::int32_t>(value);
-}
-
-}  // namespace
+using detail::store_int;
 
 void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num) {
   const std::int64_t num_kv_blocks = block_map.shape[3];

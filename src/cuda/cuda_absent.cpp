@@ -29,5 +29,12 @@ void invert_indices(const TensorRef&, const TensorRef&, std::int64_t, const Tens
                     const TensorRef&, void*) {
   no_cuda();
 }
+void topk_to_index(const TensorRef&, const TensorRef&, const TensorRef&, void*) { no_cuda(); }
+
+void block_mean(const BlockMeanParams&) { no_cuda(); }
+void block_mean_backward(const BlockMeanBackwardParams&) { no_cuda(); }
+void coarse_stage(const CoarseStageParams&, float) { no_cuda(); }
+void gate_combine(const GateCombineParams&) { no_cuda(); }
+void gate_combine_backward(const GateCombineBackwardParams&) { no_cuda(); }
 
 }  // namespace vsa::cuda

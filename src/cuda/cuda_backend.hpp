@@ -6,6 +6,7 @@
 #include <string>
 
 #include "vsa/attention.hpp"
+#include "vsa/layer.hpp"
 
 namespace vsa::cuda {
 
@@ -32,5 +33,14 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
                   void* stream);
 void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,
                     const TensorRef& k2q_idx, const TensorRef& k2q_num, void* stream);
+void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num,
+                   void* stream);
+
+// The VSA layer's stages (layer/*.cu).
+void block_mean(const BlockMeanParams& p);
+void block_mean_backward(const BlockMeanBackwardParams& p);
+void coarse_stage(const CoarseStageParams& p, float scale);
+void gate_combine(const GateCombineParams& p);
+void gate_combine_backward(const GateCombineBackwardParams& p);
 
 }  // namespace vsa::cuda

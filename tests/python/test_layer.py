@@ -1,82 +1,174 @@
-"""vsa.video_sparse_attn (coarse + top-k fine + gate) against a float64 composition
-of the reference attention."""
-
-import math
+"""vsa.video_sparse_attn (coarse + top-k fine + gate) against a float64 reference layer
+(dense coarse attention over block means + masked fine attention), on the CPU backend:
+outputs, block lists and gradients of q, k, v and gate; ties, empty KV blocks, top-k of 1
+and NK, GQA, both layouts, 64- and 128-token blocks; the stage functions; bad arguments.
+The tie and empty-block cases also run on CUDA where there is a GPU (test_cuda_layer.py
+has the rest of the CUDA tests)."""
 
 import pytest
 import torch
 
 import vsa
-from attention_reference import reference_attention, rel_error
+from vsa.layer import block_means, coarse_stage, fine_stage, gate_combine
+from attention_reference import rel_error
+from layer_reference import (draw_clear_problem, draw_layer_problem, reference_layer,
+                             reference_means)
+
+CASES = [
+    dict(),
+    dict(heads=4, kv_heads=2, topk=3, layout="bshd"),
+    dict(heads=3, kv_heads=1, nq=2, nk=6, topk=4, dim=128),
+    dict(block=128, nq=2, nk=4, topk=2, layout="bshd"),
+    dict(batch=2, topk=1, gated=False),
+    dict(nk=4, topk=4),  # top-k = NK: every live block
+]
 
 
-def reference_block_mean(x, counts, block):
-    b, h, s, d = x.shape
-    mean = torch.zeros(b, h, s // block, d, dtype=torch.float64)
-    for n, c in enumerate(counts.tolist()):
-        if c:
-            mean[:, :, n] = x[:, :, n * block:n * block + c].double().mean(dim=2)
-    return mean
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not vsa.cuda_compiled(), reason="built without CUDA kernels")])])
+def device(request):
+    """The edge cases run on every backend (the CUDA one only where there is a GPU)."""
+    return request.param
 
 
-def reference_vsa(q, k, v, vbs, q_vbs, topk, gate):
-    group = q.shape[1] // k.shape[1]
-    q_c = reference_block_mean(q, q_vbs, 64)
-    k_c = reference_block_mean(k, vbs, 64).repeat_interleave(group, 1)
-    v_c = reference_block_mean(v, vbs, 64).repeat_interleave(group, 1)
-    scores = (q_c @ k_c.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    scores = scores.masked_fill(vbs == 0, float("-inf"))
-    coarse = (torch.softmax(scores, -1) @ v_c).repeat_interleave(64, dim=2)
-    top = scores.topk(topk, dim=-1)
-    lists = (top.indices, torch.full(top.indices.shape[:-1], topk))
-    fine, _ = reference_attention(q, k, v, *lists, vbs)
-    margin = (top.values[..., -1] - scores.topk(topk + 1, dim=-1).values[..., -1]).min() \
-        if topk < scores.shape[-1] else math.inf
-    return fine + coarse * gate.double(), margin
+def case_id(case):
+    return ",".join(f"{k}={v}" for k, v in case.items()) or "default"
 
 
-def draw(gen, heads, kv_heads, nq, nk):
-    q = torch.randn(1, heads, nq * 64, 64, generator=gen)
-    k, v = (torch.randn(1, kv_heads, nk * 64, 64, generator=gen) for _ in range(2))
-    vbs = torch.randint(1, 65, (nk,), generator=gen)
-    vbs[0], vbs[-1] = 64, 0  # a full block and an empty one
-    q_vbs = torch.randint(1, 65, (nq,), generator=gen)
-    gate = torch.rand(q.shape, generator=gen)
-    return q, k, v, vbs, q_vbs, gate
+def layer(p, **kwargs):
+    return vsa.video_sparse_attn(*p.inputs(), p.block, p.gate, layout=p.layout, **kwargs)
 
 
-@pytest.mark.parametrize("heads,kv_heads,topk", [(2, 2, 2), (4, 2, 3), (2, 1, 5)])
-def test_matches_reference(gen, heads, kv_heads, topk):
-    for _ in range(5):  # top-k near a tie is ambiguous in float32: draw until it is clear
-        q, k, v, vbs, q_vbs, gate = draw(gen, heads, kv_heads, nq=3, nk=5)
-        want, margin = reference_vsa(q, k, v, vbs, q_vbs, topk, gate)
-        if margin > 1e-3:
-            break
-    got = vsa.video_sparse_attn(q, k, v, vbs, q_vbs, topk, gate=gate)
-    assert got.shape == q.shape
-    assert rel_error(got, want) <= 1e-5
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_forward_and_lists_match_reference(gen, case):
+    p = draw_clear_problem(gen, **case)
+    out, q2k_idx, q2k_num = layer(p, return_lists=True)
+    want, want_idx, want_num, _ = reference_layer(*p.inputs(), p.gate, block=p.block, layout=p.layout)
+    assert out.shape == p.q.shape and out.dtype == p.q.dtype
+    assert q2k_idx.dtype == q2k_num.dtype == torch.int32
+    assert torch.equal(q2k_idx.long(), want_idx) and torch.equal(q2k_num.long(), want_num)
+    assert rel_error(out, want) <= 1e-5
 
 
-def test_bshd_and_no_gate(gen):
-    q, k, v, vbs, q_vbs, _ = draw(gen, 2, 2, nq=2, nk=3)
-    bhsd = vsa.video_sparse_attn(q, k, v, vbs, q_vbs, 3, block_size=(4, 4, 4))
-    t = lambda x: x.transpose(1, 2)
-    bshd = vsa.video_sparse_attn(t(q), t(k), t(v), vbs, q_vbs, 3, layout="bshd")
-    torch.testing.assert_close(t(bshd), bhsd)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_gradients_match_reference(gen, case):
+    p = draw_clear_problem(gen, **case)
+    names = ["q", "k", "v"] + (["gate"] if p.gate is not None else [])
+    leaves = {n: getattr(p, n).clone().requires_grad_() for n in names}
+    ref_leaves = {n: getattr(p, n).double().requires_grad_() for n in names}
+    dout = torch.randn(p.q.shape, generator=gen)
+
+    out = vsa.video_sparse_attn(leaves["q"], leaves["k"], leaves["v"], p.vbs, p.q_vbs, p.topk,
+                                p.block, leaves.get("gate"), layout=p.layout)
+    out.backward(dout)
+    want, *_ = reference_layer(ref_leaves["q"], ref_leaves["k"], ref_leaves["v"], p.vbs, p.q_vbs,
+                               p.topk, ref_leaves.get("gate"), block=p.block, layout=p.layout)
+    want.backward(dout.double())
+    for n in names:
+        assert rel_error(leaves[n].grad, ref_leaves[n].grad) <= 1e-4, n
 
 
-def test_differentiable_end_to_end(gen):
-    q, k, v, vbs, q_vbs, gate = draw(gen, 2, 2, nq=2, nk=3)
-    leaves = [t.requires_grad_() for t in (q, k, v, gate)]
-    vsa.video_sparse_attn(q, k, v, vbs, q_vbs, 3, gate=gate).square().sum().backward()
-    ref_leaves = [t.detach().double().requires_grad_() for t in (q, k, v, gate)]
-    want, _ = reference_vsa(*ref_leaves[:3], vbs, q_vbs, 3, ref_leaves[3])
-    want.square().sum().backward()
-    for got, ref in zip(leaves, ref_leaves):
-        assert rel_error(got.grad, ref.grad) <= 1e-4
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_inputs_match_reference(gen, dtype):
+    p = draw_clear_problem(gen, heads=2, nk=6, topk=3, dtype=dtype, layout="bshd")
+    out, q2k_idx, _ = layer(p, return_lists=True)
+    want, want_idx, *_ = reference_layer(*p.inputs(), p.gate, block=p.block, layout=p.layout)
+    assert out.dtype == dtype
+    assert torch.equal(q2k_idx.long(), want_idx)
+    assert rel_error(out, want) <= 1e-2
 
 
-def test_bad_topk(gen):
-    q, k, v, vbs, q_vbs, _ = draw(gen, 2, 2, nq=2, nk=3)
+def test_ties_go_to_the_lower_block_id(gen, device):
+    """Every KV block holds the same tokens (block 3 twice them), so all scores tie
+    bit for bit except block 3's."""
+    p = draw_layer_problem(gen, nq=2, nk=6, topk=3, vbs=[64, 64, 0, 64, 64, 64], dtype=torch.bfloat16)
+    k = p.k[:, :, :64].repeat(1, 1, 6, 1)
+    k[:, :, 192:256] *= 2
+    q = p.q.abs()  # positive means against positive keys: block 3 scores highest
+    k = k.abs()
+    _, q2k_idx, q2k_num = vsa.video_sparse_attn(*(t.to(device) for t in (q, k, p.v, p.vbs, p.q_vbs)), 3,
+                                                return_lists=True)
+    assert q2k_idx.tolist() == [[[[0, 1, 3]] * 2] * 2]
+    assert q2k_num.tolist() == [[[3, 3]] * 2]
+
+
+def test_every_kv_block_empty_gives_zero(gen, device):
+    p = draw_layer_problem(gen, vbs=[0] * 5, topk=2, dtype=torch.bfloat16).to(device)
+    leaves = [t.clone().requires_grad_() for t in (p.q, p.k, p.v, p.gate)]
+    out, q2k_idx, q2k_num = vsa.video_sparse_attn(*leaves[:3], p.vbs, p.q_vbs, 2, gate=leaves[3],
+                                                  return_lists=True)
+    assert torch.all(out == 0) and torch.all(q2k_num == 0) and torch.all(q2k_idx == -1)
+    out.backward(torch.randn(out.shape, generator=gen).to(out))
+    for leaf in leaves:
+        assert torch.all(leaf.grad == 0)
+
+
+def test_topk_of_nk_lists_only_live_blocks(gen, device):
+    p = draw_layer_problem(gen, nk=5, topk=5, vbs=[64, 0, 3, 0, 64], dtype=torch.bfloat16).to(device)
+    _, q2k_idx, q2k_num = layer(p, return_lists=True)
+    assert torch.all(q2k_num == 3)
+    assert q2k_idx[0, 0, 0].tolist() == [0, 2, 4, -1, -1]
+
+
+def test_stages_compose_to_the_layer(gen):
+    p = draw_layer_problem(gen, heads=4, kv_heads=2, dtype=torch.bfloat16)
+    q_mean, k_mean, v_mean = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs)
+    # Means: float64 sums of the 16-bit tokens, rounded once to float32.
+    assert torch.equal(q_mean, reference_means(p.q, p.q_vbs, 64).float())
+    assert torch.equal(k_mean, reference_means(p.k, p.vbs, 64).float())
+    coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, p.vbs, p.topk)
+    fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs)
+    out = gate_combine(fine, coarse, p.gate)
+    assert torch.equal(out, layer(p))
+
+
+def test_opcheck(gen):
+    p = draw_layer_problem(gen, heads=2, kv_heads=1, nq=2, nk=3)
+    q = p.q.clone().requires_grad_()
+    torch.library.opcheck(torch.ops.vsa.block_mean.default, (q, p.q_vbs, "bhsd"))
+    means = [torch.randn(s, generator=gen) for s in ((1, 2, 2, 64), (1, 1, 3, 64), (1, 1, 3, 64))]
+    torch.library.opcheck(torch.ops.vsa.coarse_stage.default,
+                          ([m.requires_grad_() for m in means]) + [p.vbs, 2, 0.0])
+    coarse = torch.randn(1, 2, 2, 64, generator=gen, requires_grad=True)
+    for gate in (p.gate, None):
+        torch.library.opcheck(torch.ops.vsa.gate_combine.default, (q, coarse, gate, "bhsd"))
+    torch.library.opcheck(torch.ops.vsa.block_mean_backward.default,
+                          (means[0].detach(), p.q_vbs, list(p.q.shape), p.q.dtype, "bhsd"))
+    torch.library.opcheck(torch.ops.vsa.gate_combine_backward.default,
+                          (p.q, coarse.detach(), p.gate, "bhsd"))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_forward_and_backward(gen, backend):
+    torch._dynamo.reset()
+    p = draw_clear_problem(gen, heads=4, kv_heads=2, layout="bshd")
+
+    def step(q, k, v, gate):
+        return vsa.video_sparse_attn(q * 1.5, k, v, p.vbs, p.q_vbs, p.topk, gate=gate.sigmoid(),
+                                     layout="bshd").square().sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    grads = []
+    for fn in (compiled, step):
+        leaves = [t.clone().requires_grad_() for t in (p.q, p.k, p.v, p.gate)]
+        fn(*leaves).backward()
+        grads.append([leaf.grad for leaf in leaves])
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+
+
+def test_bad_arguments(gen):
+    p = draw_layer_problem(gen, nq=2, nk=3)
     with pytest.raises(ValueError, match="'topk'"):
-        vsa.video_sparse_attn(q, k, v, vbs, q_vbs, 4)
+        vsa.video_sparse_attn(*p.inputs()[:5], 4)
+    with pytest.raises(ValueError, match="'topk'"):
+        vsa.video_sparse_attn(*p.inputs()[:5], 0)
+    with pytest.raises(ValueError, match="'variable_block_sizes.shape'"):
+        vsa.video_sparse_attn(p.q, p.k, p.v, p.vbs[:2], p.q_vbs, 1)
+    with pytest.raises(ValueError, match="'q_variable_block_sizes.shape'"):
+        vsa.video_sparse_attn(p.q, p.k, p.v, p.vbs, p.q_vbs[:1], 1)
+    with pytest.raises(ValueError, match="'layout'"):
+        vsa.video_sparse_attn(*p.inputs(), layout="sbhd")
+    with pytest.raises(ValueError, match="'gate.dtype'"):
+        vsa.video_sparse_attn(*p.inputs(), gate=p.gate.half())

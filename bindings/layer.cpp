@@ -1,0 +1,112 @@
+#include "layer.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include "tensor_ref.hpp"
+#include "vsa/layer.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace vsa::python {
+namespace {
+
+void run_block_mean(const InArray& x, const InArray& valid_counts, const OutArray& mean,
+                    const std::string& layout, std::uintptr_t stream) {
+  BlockMeanParams p;
+  p.x = to_tensor_ref(x, "x");
+  p.valid_counts = to_tensor_ref(valid_counts, "valid_counts");
+  p.mean = to_tensor_ref(mean, "mean");
+  p.layout = to_layout(layout);
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  block_mean(p);
+}
+
+void run_block_mean_backward(const InArray& dmean, const InArray& valid_counts, const OutArray& dx,
+                             const std::string& layout, std::uintptr_t stream) {
+  BlockMeanBackwardParams p;
+  p.dmean = to_tensor_ref(dmean, "dmean");
+  p.valid_counts = to_tensor_ref(valid_counts, "valid_counts");
+  p.dx = to_tensor_ref(dx, "dx");
+  p.layout = to_layout(layout);
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  block_mean_backward(p);
+}
+
+void run_coarse_stage(const InArray& q_mean, const InArray& k_mean, const InArray& v_mean,
+                      const InArray& variable_block_sizes, const OutArray& coarse_out,
+                      const OutArray& q2k_idx, const OutArray& q2k_num, float scale,
+                      std::uintptr_t stream) {
+  CoarseStageParams p;
+  p.q_mean = to_tensor_ref(q_mean, "q_mean");
+  p.k_mean = to_tensor_ref(k_mean, "k_mean");
+  p.v_mean = to_tensor_ref(v_mean, "v_mean");
+  p.variable_block_sizes = to_tensor_ref(variable_block_sizes, "variable_block_sizes");
+  p.coarse_out = to_tensor_ref(coarse_out, "coarse_out");
+  p.q2k_idx = to_tensor_ref(q2k_idx, "q2k_idx");
+  p.q2k_num = to_tensor_ref(q2k_num, "q2k_num");
+  p.scale = scale;
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  coarse_stage(p);
+}
+
+void run_gate_combine(const InArray& fine, const InArray& coarse, const std::optional<InArray>& gate,
+                      const OutArray& out, const std::string& layout, std::uintptr_t stream) {
+  GateCombineParams p;
+  p.fine = to_tensor_ref(fine, "fine");
+  p.coarse = to_tensor_ref(coarse, "coarse");
+  p.gate = to_tensor_ref(gate, "gate");
+  p.out = to_tensor_ref(out, "out");
+  p.layout = to_layout(layout);
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  gate_combine(p);
+}
+
+void run_gate_combine_backward(const InArray& dout, const InArray& coarse,
+                               const std::optional<InArray>& gate, const OutArray& dcoarse,
+                               const std::optional<OutArray>& dgate, const std::string& layout,
+                               std::uintptr_t stream) {
+  GateCombineBackwardParams p;
+  p.dout = to_tensor_ref(dout, "dout");
+  p.coarse = to_tensor_ref(coarse, "coarse");
+  p.gate = to_tensor_ref(gate, "gate");
+  p.dcoarse = to_tensor_ref(dcoarse, "dcoarse");
+  p.dgate = to_tensor_ref(dgate, "dgate");
+  p.layout = to_layout(layout);
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  gate_combine_backward(p);
+}
+
+}  // namespace
+
+void bind_layer(nb::module_& m) {
+  m.def("block_mean", &run_block_mean, "x"_a, "valid_counts"_a, "mean"_a, "layout"_a, "stream"_a,
+        "Means of x [B, H, S, D] over the valid tokens of each of its len(valid_counts) blocks "
+        "into the caller's float32 `mean` [B, H, N, D].");
+  m.def("block_mean_backward", &run_block_mean_backward, "dmean"_a, "valid_counts"_a, "dx"_a,
+        "layout"_a, "stream"_a,
+        "The gradient of block_mean into the caller's `dx` (x's shape): dmean / count on "
+        "valid tokens, 0 on pad tokens.");
+  m.def("coarse_stage", &run_coarse_stage, "q_mean"_a, "k_mean"_a, "v_mean"_a,
+        "variable_block_sizes"_a, "coarse_out"_a, "q2k_idx"_a, "q2k_num"_a, "scale"_a, "stream"_a,
+        "Dense attention over block means into `coarse_out`, and each row's top-k live blocks "
+        "(top-k = q2k_idx's last axis) as sorted lists. scale 0 means 1/sqrt(D).");
+  m.def("gate_combine", &run_gate_combine, "fine"_a, "coarse"_a, "gate"_a.none(), "out"_a,
+        "layout"_a, "stream"_a,
+        "out = fine + coarse (broadcast over each block's tokens) * gate (1 when None).");
+  m.def("gate_combine_backward", &run_gate_combine_backward, "dout"_a, "coarse"_a, "gate"_a.none(),
+        "dcoarse"_a, "dgate"_a.none(), "layout"_a, "stream"_a,
+        "dcoarse = per-block sums of dout * gate; dgate = dout * coarse (None without a gate).");
+}
+
+}  // namespace vsa::python

@@ -1,0 +1,101 @@
+// The stages of the VSA layer (docs/layer.md) around the fine block-sparse
+// attention of vsa/attention.hpp, as C++ entry points:
+//
+//   means   = block_mean(q), block_mean(k), block_mean(v)       float32 [B, H, N, D]
+//   coarse, q2k_idx, q2k_num = coarse_stage(means)             dense attention over the
+//                                                              means + top-k block lists
+//   fine    = forward(q, k, v, q2k_idx, q2k_num, vbs)          vsa/attention.hpp
+//   out     = gate_combine(fine, coarse, gate)                 fine + coarse · gate
+//
+// plus the backward of the means and of the combine (the coarse stage's
+// backward is ordinary dense attention on [B, H, N, D] means; docs/layer.md).
+// Each runs on the device that holds its tensors, allocates nothing, and on
+// CUDA enqueues work on `stream` without synchronizing.
+//
+// q/k/v-shaped tensors are [B, H, S, D] (layout bhsd) or [B, S, H, D] (bshd),
+// unit stride on D; D is 64 or 128. A block holds blk = S / N tokens, where N
+// is the length of the valid-count vector (variable_block_sizes for k and v,
+// the query block sizes for q). Token t of a block is valid when t < its count.
+#pragma once
+
+#include "vsa/attention.hpp"
+
+namespace vsa {
+
+// mean[b, h, n, :] = the mean of x over the first valid_counts[n] tokens of
+// block n (pad tokens are never read), accumulated in float64 in token order
+// and rounded once to float32; 0 for a block with no valid token.
+struct BlockMeanParams {
+  TensorRef x;             // [B, H, S, D] in `layout`: bf16, f16 (CPU and CUDA) or f32 (CPU)
+  TensorRef valid_counts;  // [N] int32 or int64, values in [0, blk]
+  TensorRef mean;          // [B, H, N, D] f32, contiguous
+  Layout layout = Layout::bhsd;
+  void* stream = nullptr;
+};
+void block_mean(const BlockMeanParams& params);
+
+// The gradient of block_mean: dx = dmean / count on each valid token, 0 on
+// pad tokens and on every token of an empty block.
+struct BlockMeanBackwardParams {
+  TensorRef dmean;         // [B, H, N, D] f32, contiguous
+  TensorRef valid_counts;  // [N], as for block_mean
+  TensorRef dx;            // x's shape and layout: bf16, f16 or f32 (CPU)
+  Layout layout = Layout::bhsd;
+  void* stream = nullptr;
+};
+void block_mean_backward(const BlockMeanBackwardParams& params);
+
+// Dense attention over block means plus the top-k block selection of every
+// (b, h, query block) row, in one pass over the row's scores.
+//
+//   score[i, j] = fma chain over d of q_mean[i, d] · k_mean[j, d] (float32, d
+//                 ascending, each step rounded once), identical on every
+//                 backend; query head h reads KV head h / (H / Hkv).
+//   live j      = variable_block_sizes[j] > 0; other blocks get no weight and
+//                 are never selected.
+//   coarse_out  = softmax over live j of score · scale, times v_mean (0 for a
+//                 row with no live block).
+//   q2k_num     = min(topk, number of live blocks), topk = q2k_idx's last axis.
+//   q2k_idx     = the q2k_num live blocks of largest score, ties to the lower
+//                 block id, written in ascending id order; then -1.
+// The lists are the exact input block_sparse_attn takes.
+struct CoarseStageParams {
+  TensorRef q_mean;                // [B, H, NQ, D] f32, contiguous
+  TensorRef k_mean, v_mean;        // [B, Hkv, NK, D] f32, contiguous; H % Hkv == 0
+  TensorRef variable_block_sizes;  // [NK] int32 or int64
+  float scale = 0.0f;              // softmax scale > 0; 0 means 1/sqrt(D)
+  TensorRef coarse_out;            // [B, H, NQ, D] f32, contiguous
+  TensorRef q2k_idx;               // [B, H, NQ, topk] int32 or int64, 1 <= topk <= NK
+  TensorRef q2k_num;               // [B, H, NQ], q2k_idx's dtype
+  void* stream = nullptr;
+};
+void coarse_stage(const CoarseStageParams& params);
+
+// out = fine + coarse (broadcast over each query block's blk tokens, pad
+// tokens included), times gate when given; computed in float32 and rounded
+// once. `out` may be `fine` itself.
+struct GateCombineParams {
+  TensorRef fine;    // [B, H, Sq, D] in `layout`: bf16, f16 or f32 (CPU)
+  TensorRef coarse;  // [B, H, NQ, D] f32, contiguous
+  TensorRef gate;    // optional (undefined: gate 1): fine's shape and dtype
+  TensorRef out;     // fine's shape and dtype
+  Layout layout = Layout::bhsd;
+  void* stream = nullptr;
+};
+void gate_combine(const GateCombineParams& params);
+
+// Gradients of gate_combine for a given dout (dfine is dout itself):
+// dcoarse[b, h, n] = the sum over the block's tokens of dout · gate (of dout
+// without a gate), in float32; dgate = dout · coarse.
+struct GateCombineBackwardParams {
+  TensorRef dout;     // fine's shape, layout and dtype
+  TensorRef coarse;   // [B, H, NQ, D] f32, contiguous
+  TensorRef gate;     // optional, as in the forward
+  TensorRef dcoarse;  // [B, H, NQ, D] f32, contiguous
+  TensorRef dgate;    // dout's shape and dtype; defined exactly when gate is
+  Layout layout = Layout::bhsd;
+  void* stream = nullptr;
+};
+void gate_combine_backward(const GateCombineBackwardParams& params);
+
+}  // namespace vsa

@@ -1,0 +1,199 @@
+"""The VSA layer's stages as torch custom ops (fake kernels, autograd, no host sync):
+
+- ``vsa::block_mean``: float32 block means over valid tokens; its backward is
+  ``vsa::block_mean_backward``.
+- ``vsa::coarse_stage``: dense attention over the means plus each row's top-k
+  block lists; its backward is dense attention's, written in torch ops on the
+  [B, H, N, D] means (small next to the fine stage). The lists are not
+  differentiable.
+- ``vsa::gate_combine``: fine + coarse · gate; its backward is
+  ``vsa::gate_combine_backward``.
+
+docs/layer.md describes the arithmetic and why it gives the same block lists
+on every backend.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from vsa import _C
+from vsa._tensors import kernel_ready
+from vsa.dispatch import launch
+
+
+def _bhsd(shape, layout: str) -> tuple[int, int, int, int]:
+    """(B, H, S, D) of a q/k/v shape in either layout (zeros for a shape the core will reject)."""
+    if len(shape) != 4:
+        return (0, 0, 0, 0)
+    batch, second, third, dim = shape
+    return (batch, second, third, dim) if layout == "bhsd" else (batch, third, second, dim)
+
+
+def _new_means(x: Tensor, blocks: int, layout: str) -> Tensor:
+    batch, heads, _, dim = _bhsd(x.shape, layout)
+    return x.new_empty((batch, heads, blocks, dim), dtype=torch.float32)
+
+
+# ---- block means ---------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("vsa::block_mean", mutates_args=())
+def _block_mean(x: Tensor, valid_counts: Tensor, layout: str) -> Tensor:
+    x = kernel_ready(x)
+    mean = _new_means(x, valid_counts.numel(), layout)
+    launch(_C.block_mean, (x, valid_counts), (mean,), layout)
+    return mean
+
+
+@_block_mean.register_fake
+def _block_mean_fake(x, valid_counts, layout):
+    return _new_means(x, valid_counts.numel(), layout)
+
+
+@torch.library.custom_op("vsa::block_mean_backward", mutates_args=())
+def _block_mean_backward(dmean: Tensor, valid_counts: Tensor, x_shape: Sequence[int],
+                         x_dtype: torch.dtype, layout: str) -> Tensor:
+    dx = dmean.new_empty(x_shape, dtype=x_dtype)
+    launch(_C.block_mean_backward, (dmean.contiguous(), valid_counts), (dx,), layout)
+    return dx
+
+
+@_block_mean_backward.register_fake
+def _block_mean_backward_fake(dmean, valid_counts, x_shape, x_dtype, layout):
+    return dmean.new_empty(x_shape, dtype=x_dtype)
+
+
+def _block_mean_setup(ctx, inputs, output):
+    x, valid_counts, layout = inputs
+    ctx.save_for_backward(valid_counts)
+    ctx.x_shape, ctx.x_dtype, ctx.layout = list(x.shape), x.dtype, layout
+
+
+def _block_mean_grad(ctx, dmean):
+    (valid_counts,) = ctx.saved_tensors
+    return _block_mean_backward(dmean, valid_counts, ctx.x_shape, ctx.x_dtype, ctx.layout), None, None
+
+
+_block_mean.register_autograd(_block_mean_grad, setup_context=_block_mean_setup)
+
+
+# ---- coarse stage ----------------------------------------------------------------------------------
+
+
+def _new_coarse_outputs(q_mean: Tensor, topk: int) -> tuple[Tensor, Tensor, Tensor]:
+    batch, heads, blocks, _ = _bhsd(q_mean.shape, "bhsd")
+    return (q_mean.new_empty(q_mean.shape, dtype=torch.float32),
+            q_mean.new_empty((batch, heads, blocks, topk), dtype=torch.int32),
+            q_mean.new_empty((batch, heads, blocks), dtype=torch.int32))
+
+
+@torch.library.custom_op("vsa::coarse_stage", mutates_args=())
+def _coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
+                  topk: int, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    coarse, q2k_idx, q2k_num = _new_coarse_outputs(q_mean, topk)
+    launch(_C.coarse_stage, (q_mean, k_mean, v_mean, variable_block_sizes),
+           (coarse, q2k_idx, q2k_num), scale)
+    return coarse, q2k_idx, q2k_num
+
+
+@_coarse_stage.register_fake
+def _coarse_stage_fake(q_mean, k_mean, v_mean, variable_block_sizes, topk, scale):
+    return _new_coarse_outputs(q_mean, topk)
+
+
+def coarse_weights(q_mean: Tensor, k_mean: Tensor, live: Tensor, scale: float) -> Tensor:
+    """Softmax weights over the live KV blocks, [B, Hkv, rows, NK]; all zero in a row
+    with no live block (q_mean rows grouped by KV head)."""
+    scores = (q_mean @ k_mean.transpose(-1, -2)) * scale
+    # A finite fill keeps a row with no live block free of NaN; the factor zeroes it.
+    scores = scores.masked_fill(~live, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * live
+
+
+def _coarse_stage_setup(ctx, inputs, output):
+    q_mean, k_mean, v_mean, variable_block_sizes, _topk, scale = inputs
+    coarse, q2k_idx, q2k_num = output
+    ctx.mark_non_differentiable(q2k_idx, q2k_num)
+    ctx.save_for_backward(q_mean, k_mean, v_mean, variable_block_sizes, coarse)
+    ctx.scale = scale or 1.0 / math.sqrt(q_mean.shape[-1])
+
+
+def _coarse_stage_grad(ctx, dcoarse, _didx, _dnum):
+    """Dense attention's backward on the means: query head h uses KV head h / (H / Hkv),
+    so the query rows are viewed grouped by KV head and the KV gradients sum over the group."""
+    q_mean, k_mean, v_mean, variable_block_sizes, coarse = ctx.saved_tensors
+    batch, heads, blocks, dim = q_mean.shape
+    kv_heads = k_mean.shape[1]
+    grouped = (batch, kv_heads, heads // kv_heads * blocks, dim)
+    q, out, dout = (t.reshape(grouped) for t in (q_mean, coarse, dcoarse))
+    probs = coarse_weights(q, k_mean, variable_block_sizes > 0, ctx.scale)
+    dprobs = dout @ v_mean.transpose(-1, -2)
+    dscores = probs * (dprobs - (dout * out).sum(dim=-1, keepdim=True))
+    dq = (dscores @ k_mean) * ctx.scale
+    dk = (dscores.transpose(-1, -2) @ q) * ctx.scale
+    dv = probs.transpose(-1, -2) @ dout
+    return dq.reshape(q_mean.shape), dk, dv, None, None, None
+
+
+_coarse_stage.register_autograd(_coarse_stage_grad, setup_context=_coarse_stage_setup)
+
+
+# ---- gate combine ----------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("vsa::gate_combine", mutates_args=())
+def _gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor], layout: str) -> Tensor:
+    fine = kernel_ready(fine)
+    gate = None if gate is None else kernel_ready(gate)
+    out = fine.new_empty(fine.shape)
+    launch(_C.gate_combine, (fine, coarse, gate), (out,), layout)
+    return out
+
+
+@_gate_combine.register_fake
+def _gate_combine_fake(fine, coarse, gate, layout):
+    return fine.new_empty(fine.shape)
+
+
+def _new_combine_grads(dout: Tensor, coarse: Tensor, gated: bool) -> tuple[Tensor, Tensor]:
+    # Without a gate there is no dgate; an empty tensor stands in (custom ops
+    # cannot return None).
+    return (coarse.new_empty(coarse.shape, dtype=torch.float32),
+            dout.new_empty(dout.shape if gated else (0,)))
+
+
+@torch.library.custom_op("vsa::gate_combine_backward", mutates_args=())
+def _gate_combine_backward(dout: Tensor, coarse: Tensor, gate: Optional[Tensor],
+                           layout: str) -> tuple[Tensor, Tensor]:
+    dout = kernel_ready(dout)
+    gate = None if gate is None else kernel_ready(gate)
+    dcoarse, dgate = _new_combine_grads(dout, coarse, gate is not None)
+    launch(_C.gate_combine_backward, (dout, coarse, gate), (dcoarse, None if gate is None else dgate),
+           layout)
+    return dcoarse, dgate
+
+
+@_gate_combine_backward.register_fake
+def _gate_combine_backward_fake(dout, coarse, gate, layout):
+    return _new_combine_grads(dout, coarse, gate is not None)
+
+
+def _gate_combine_setup(ctx, inputs, output):
+    _fine, coarse, gate, layout = inputs
+    ctx.save_for_backward(coarse, gate)
+    ctx.layout = layout
+
+
+def _gate_combine_grad(ctx, dout):
+    coarse, gate = ctx.saved_tensors
+    dcoarse, dgate = _gate_combine_backward(dout, coarse, gate, ctx.layout)
+    return dout, dcoarse, (None if gate is None else dgate), None
+
+
+_gate_combine.register_autograd(_gate_combine_grad, setup_context=_gate_combine_setup)
+

@@ -1,0 +1,201 @@
+// Public entry points of the VSA layer's stages (vsa/layer.hpp): argument
+// checks, then the backend of the device holding the tensors.
+#include "vsa/layer.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/check.hpp"
+#include "core/layout.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cuda/cuda_backend.hpp"
+
+namespace vsa {
+namespace {
+
+using detail::expect_contiguous;
+using detail::expect_defined;
+using detail::expect_dtype;
+using detail::expect_int_dtype;
+using detail::expect_like;
+using detail::expect_rank;
+using detail::expect_same_device;
+using detail::expect_sequence_tensor;
+using detail::expect_shape;
+using detail::fail;
+using detail::HeadView;
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+std::string field(const char* name, const char* what) { return std::string(name) + "." + what; }
+
+void expect_layout(Layout layout) {
+  if (layout != Layout::bhsd && layout != Layout::bshd)
+    fail("layout", "bhsd or bshd", "value " + str(static_cast<int>(layout)));
+}
+
+// A q/k/v-shaped tensor of the layer: non-empty, D of 64 or 128.
+HeadView layer_sequence(const TensorRef& x, const char* name, Layout layout) {
+  expect_sequence_tensor(x, name);
+  const HeadView v = detail::head_view(x, layout);
+  if (v.dim != 64 && v.dim != 128)
+    detail::fail_unsupported(field(name, "shape"), "head dim D of 64 or 128", "D = " + str(v.dim));
+  if (v.batch < 1 || v.heads < 1 || v.seq < 1)
+    fail(field(name, "shape"), "non-empty batch, head and sequence extents", x.shape_string());
+  return v;
+}
+
+// Tokens per block when a sequence of v.seq tokens splits into `blocks` blocks.
+std::int64_t tokens_per_block(const HeadView& v, std::int64_t blocks, const std::string& argument) {
+  if (blocks < 1 || v.seq % blocks != 0)
+    fail(argument, "a block count dividing the " + str(v.seq) + " tokens of the sequence",
+         str(blocks) + " blocks");
+  return v.seq / blocks;
+}
+
+// A contiguous float32 tensor of the given shape on `ref`'s device.
+void expect_f32(const TensorRef& t, const char* name, const TensorRef& ref, const char* ref_name,
+                std::initializer_list<std::int64_t> dims) {
+  expect_defined(t, name);
+  expect_same_device(t, name, ref, ref_name);
+  expect_dtype(t, name, DType::f32);
+  expect_shape(t, name, dims);
+  expect_contiguous(t, name);
+}
+
+// A contiguous int32/int64 vector on `ref`'s device.
+void expect_int_vector(const TensorRef& t, const char* name, const TensorRef& ref, const char* ref_name) {
+  expect_defined(t, name);
+  expect_same_device(t, name, ref, ref_name);
+  expect_rank(t, name, 1);
+  expect_int_dtype(t, name);
+  expect_contiguous(t, name);
+}
+
+// Host-resident counts: every value in [0, block].
+void check_count_values(const TensorRef& counts, const char* name, std::int64_t block) {
+  for (std::int64_t n = 0; n < counts.shape[0]; ++n) {
+    const std::int64_t c = detail::load_int(counts, n);
+    if (c < 0 || c > block)
+      fail(name, "values in [0, blk = " + str(block) + "]", str(c) + " at block " + str(n));
+  }
+}
+
+// The means of a sequence tensor `x`: counts [N] with N dividing S, and the
+// float32 block tensor [B, H, N, D]. Returns blk.
+std::int64_t check_block_tensors(const TensorRef& x, const char* x_name, const TensorRef& counts,
+                                 const TensorRef& blocks, const char* blocks_name, Layout layout) {
+  expect_layout(layout);
+  const HeadView v = layer_sequence(x, x_name, layout);
+  expect_int_vector(counts, "valid_counts", x, x_name);
+  const std::int64_t block = tokens_per_block(v, counts.shape[0], "valid_counts.shape");
+  expect_f32(blocks, blocks_name, x, x_name, {v.batch, v.heads, counts.shape[0], v.dim});
+  if (x.device == Device::cpu) check_count_values(counts, "valid_counts", block);
+  return block;
+}
+
+// fine/dout [B, H, Sq, D] against coarse [B, H, NQ, D]; gate optional.
+void check_combine_tensors(const TensorRef& x, const char* x_name, const TensorRef& coarse,
+                           const TensorRef& gate, Layout layout) {
+  expect_layout(layout);
+  const HeadView v = layer_sequence(x, x_name, layout);
+  expect_defined(coarse, "coarse");
+  expect_rank(coarse, "coarse", 4);
+  const std::int64_t blocks = coarse.shape[2];
+  tokens_per_block(v, blocks, "coarse.shape");
+  expect_f32(coarse, "coarse", x, x_name, {v.batch, v.heads, blocks, v.dim});
+  if (gate.defined()) expect_like(gate, "gate", x, x_name);
+}
+
+}  // namespace
+
+void block_mean(const BlockMeanParams& p) {
+  check_block_tensors(p.x, "x", p.valid_counts, p.mean, "mean", p.layout);
+  if (p.x.device == Device::cpu)
+    cpu::block_mean(p);
+  else
+    cuda::block_mean(p);
+}
+
+void block_mean_backward(const BlockMeanBackwardParams& p) {
+  check_block_tensors(p.dx, "dx", p.valid_counts, p.dmean, "dmean", p.layout);
+  if (p.dx.device == Device::cpu)
+    cpu::block_mean_backward(p);
+  else
+    cuda::block_mean_backward(p);
+}
+
+void coarse_stage(const CoarseStageParams& p) {
+  const TensorRef& q = p.q_mean;
+  expect_defined(q, "q_mean");
+  expect_rank(q, "q_mean", 4);
+  expect_dtype(q, "q_mean", DType::f32);
+  expect_contiguous(q, "q_mean");
+  const std::int64_t batch = q.shape[0], heads = q.shape[1], nq = q.shape[2], dim = q.shape[3];
+  if (dim != 64 && dim != 128)
+    detail::fail_unsupported("q_mean.shape", "head dim D of 64 or 128", "D = " + str(dim));
+  if (batch < 1 || heads < 1 || nq < 1)
+    fail("q_mean.shape", "non-empty batch, head and block extents", q.shape_string());
+
+  expect_defined(p.k_mean, "k_mean");
+  expect_rank(p.k_mean, "k_mean", 4);
+  const std::int64_t kv_heads = p.k_mean.shape[1], nk = p.k_mean.shape[2];
+  if (kv_heads < 1 || heads % kv_heads != 0)
+    fail("k_mean.shape", "kv heads dividing the " + str(heads) + " query heads (GQA)",
+         p.k_mean.shape_string());
+  if (nk < 1) fail("k_mean.shape", "at least one KV block", p.k_mean.shape_string());
+  expect_f32(p.k_mean, "k_mean", q, "q_mean", {batch, kv_heads, nk, dim});
+  expect_f32(p.v_mean, "v_mean", q, "q_mean", {batch, kv_heads, nk, dim});
+  expect_int_vector(p.variable_block_sizes, "variable_block_sizes", q, "q_mean");
+  expect_shape(p.variable_block_sizes, "variable_block_sizes", {nk});
+  if (!std::isfinite(p.scale) || p.scale < 0.0f)
+    fail("scale", "a finite positive number (0 selects 1/sqrt(D))", std::to_string(p.scale));
+
+  expect_f32(p.coarse_out, "coarse_out", q, "q_mean", {batch, heads, nq, dim});
+  expect_defined(p.q2k_idx, "q2k_idx");
+  expect_rank(p.q2k_idx, "q2k_idx", 4);
+  const std::int64_t topk = p.q2k_idx.shape[3];
+  if (topk < 1 || topk > nk)
+    fail("q2k_idx.shape", "a last axis (top-k) in [1, NK = " + str(nk) + "]", p.q2k_idx.shape_string());
+  expect_same_device(p.q2k_idx, "q2k_idx", q, "q_mean");
+  expect_int_dtype(p.q2k_idx, "q2k_idx");
+  expect_shape(p.q2k_idx, "q2k_idx", {batch, heads, nq, topk});
+  expect_contiguous(p.q2k_idx, "q2k_idx");
+  expect_defined(p.q2k_num, "q2k_num");
+  expect_same_device(p.q2k_num, "q2k_num", q, "q_mean");
+  expect_shape(p.q2k_num, "q2k_num", {batch, heads, nq});
+  expect_contiguous(p.q2k_num, "q2k_num");
+  if (p.q2k_num.dtype != p.q2k_idx.dtype)
+    fail("q2k_num.dtype", std::string(dtype_name(p.q2k_idx.dtype)) + " (as q2k_idx)",
+         dtype_name(p.q2k_num.dtype));
+
+  const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(dim));
+  if (q.device == Device::cpu)
+    cpu::coarse_stage(p, scale);
+  else
+    cuda::coarse_stage(p, scale);
+}
+
+void gate_combine(const GateCombineParams& p) {
+  check_combine_tensors(p.fine, "fine", p.coarse, p.gate, p.layout);
+  expect_like(p.out, "out", p.fine, "fine");
+  if (p.fine.device == Device::cpu)
+    cpu::gate_combine(p);
+  else
+    cuda::gate_combine(p);
+}
+
+void gate_combine_backward(const GateCombineBackwardParams& p) {
+  check_combine_tensors(p.dout, "dout", p.coarse, p.gate, p.layout);
+  expect_f32(p.dcoarse, "dcoarse", p.dout, "dout",
+             {p.coarse.shape[0], p.coarse.shape[1], p.coarse.shape[2], p.coarse.shape[3]});
+  if (p.gate.defined())
+    expect_like(p.dgate, "dgate", p.dout, "dout");
+  else if (p.dgate.defined())
+    fail("dgate", "undefined when there is no gate", "a tensor");
+  if (p.dout.device == Device::cpu)
+    cpu::gate_combine_backward(p);
+  else
+    cuda::gate_combine_backward(p);
+}
+
+}  // namespace vsa

@@ -1,0 +1,425 @@
+// The VSA layer's stages on the CPU (vsa/layer.hpp) against float64
+// computations written here: block means over valid tokens (pad tokens never
+// read), the coarse stage's softmax output and block lists (ties, empty KV
+// blocks, top-k = 1 and = NK, GQA), the gate combine, the gradients of the
+// means and the combine, and bad arguments.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "support/expect_error.hpp"
+#include "support/host_tensor.hpp"
+#include "support/layer_problem.hpp"
+
+namespace vsa::test {
+namespace {
+
+// A value no valid token holds: were a pad token read, the mean would move
+// by hundreds.
+constexpr double kPadValue = 30000.0;
+
+// ---- block means ---------------------------------------------------------------------------------
+
+class BlockMean : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(BlockMean, IsTheFloat64MeanOfTheValidTokensRoundedOnce) {
+  const auto [dtype, layout, block, dim] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t blocks = 5;
+  const SequenceShape shape{2, 3, blocks * block, dim, layout};
+  HostTensor x = sequence_tensor(dtype, shape);
+  x.fill_random(rng);
+  const std::vector<std::int64_t> counts = mixed_counts(rng, blocks, block);
+  for (std::int64_t b = 0; b < shape.batch; ++b)
+    for (std::int64_t h = 0; h < shape.heads; ++h)
+      for (std::int64_t n = 0; n < blocks; ++n)
+        for (std::int64_t t = counts[n]; t < block; ++t)
+          for (std::int64_t d = 0; d < dim; ++d) x.set(sequence_index(x, layout, b, h, n * block + t, d), kPadValue);
+  const HostTensor valid = int_vector(DType::i64, counts);
+  HostTensor mean(DType::f32, {shape.batch, shape.heads, blocks, dim});
+  mean.poison();
+
+  block_mean({x.ref(), valid.ref(), mean.ref(), layout, nullptr});
+
+  EXPECT_TRUE(mean.written_exactly_view());
+  for (std::int64_t b = 0; b < shape.batch; ++b)
+    for (std::int64_t h = 0; h < shape.heads; ++h)
+      for (std::int64_t n = 0; n < blocks; ++n)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          double sum = 0.0;
+          for (std::int64_t t = 0; t < counts[n]; ++t) sum += x.get(sequence_index(x, layout, b, h, n * block + t, d));
+          const float want = counts[n] ? static_cast<float>(sum / static_cast<double>(counts[n])) : 0.0f;
+          ASSERT_EQ(mean.get(mean.flat_index(b, h, n, d)), want) << "block " << n << " count " << counts[n];
+        }
+}
+
+TEST_P(BlockMean, GradientIsSpreadOverTheValidTokens) {
+  const auto [dtype, layout, block, dim] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t blocks = 4;
+  const SequenceShape shape{1, 2, blocks * block, dim, layout};
+  const std::vector<std::int64_t> counts = mixed_counts(rng, blocks, block);
+  const HostTensor valid = int_vector(DType::i32, counts);
+  const HostTensor dmean = random_f32(rng, {shape.batch, shape.heads, blocks, dim});
+  HostTensor dx = sequence_tensor(dtype, shape);
+  dx.poison();
+
+  block_mean_backward({dmean.ref(), valid.ref(), dx.ref(), layout, nullptr});
+
+  EXPECT_TRUE(dx.written_exactly_view());
+  std::vector<double> got, want;
+  for (std::int64_t h = 0; h < shape.heads; ++h)
+    for (std::int64_t n = 0; n < blocks; ++n)
+      for (std::int64_t t = 0; t < block; ++t)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const double value = dx.get(sequence_index(dx, layout, 0, h, n * block + t, d));
+          if (t >= counts[n]) {
+            ASSERT_EQ(value, 0.0) << "pad token " << t << " of block " << n;
+            continue;
+          }
+          got.push_back(value);
+          want.push_back(dmean.get(dmean.flat_index(0, h, n, d)) / static_cast<double>(counts[n]));
+        }
+  EXPECT_LE(relative_error(got, want), dtype == DType::f32 ? 1e-7 : 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BlockMean,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
+                                            ::testing::Values(Layout::bhsd, Layout::bshd),
+                                            ::testing::Values(64, 128), ::testing::Values(64, 128)),
+                         block_case_name);
+
+// ---- coarse stage --------------------------------------------------------------------------------
+
+struct CoarseProblem {
+  std::int64_t batch = 2, heads = 4, kv_heads = 2, nq = 5, nk = 9, dim = 64, topk = 3;
+  DType index_dtype = DType::i32;
+  std::vector<std::int64_t> vbs;  // empty: mixed counts of 64-token blocks
+  HostTensor q_mean, k_mean, v_mean, valid, coarse, idx, num;
+
+  void build(std::mt19937_64& rng) {
+    q_mean = random_f32(rng, {batch, heads, nq, dim});
+    k_mean = random_f32(rng, {batch, kv_heads, nk, dim});
+    v_mean = random_f32(rng, {batch, kv_heads, nk, dim});
+    if (vbs.empty()) vbs = mixed_counts(rng, nk, 64);
+    valid = int_vector(DType::i64, vbs);
+    allocate_outputs();
+  }
+  void allocate_outputs() {
+    coarse = HostTensor(DType::f32, {batch, heads, nq, dim});
+    idx = HostTensor(index_dtype, {batch, heads, nq, topk});
+    num = HostTensor(index_dtype, {batch, heads, nq});
+    coarse.poison();
+    idx.poison();
+    num.poison();
+  }
+  CoarseStageParams params() const {
+    CoarseStageParams p;
+    p.q_mean = q_mean.ref();
+    p.k_mean = k_mean.ref();
+    p.v_mean = v_mean.ref();
+    p.variable_block_sizes = valid.ref();
+    p.coarse_out = coarse.ref();
+    p.q2k_idx = idx.ref();
+    p.q2k_num = num.ref();
+    return p;
+  }
+  std::vector<std::int64_t> live() const {
+    std::vector<std::int64_t> ids;
+    for (std::int64_t j = 0; j < nk; ++j)
+      if (vbs[j] > 0) ids.push_back(j);
+    return ids;
+  }
+  // Row r = ((b * heads + h) * nq + i): its KV head's mean tensors start here.
+  std::int64_t kv_row0(std::int64_t r) const {
+    const std::int64_t bh = r / nq;
+    return ((bh / heads) * kv_heads + (bh % heads) / (heads / kv_heads)) * nk;
+  }
+  std::vector<std::int64_t> listed(std::int64_t r) const {
+    std::vector<std::int64_t> ids;
+    for (std::int64_t e = 0; e < num.get_int(r); ++e) ids.push_back(idx.get_int(r * topk + e));
+    return ids;
+  }
+};
+
+// Scores of row r against every KV block, in float64.
+std::vector<double> reference_scores(const CoarseProblem& p, std::int64_t r) {
+  std::vector<double> scores(static_cast<std::size_t>(p.nk));
+  for (std::int64_t j = 0; j < p.nk; ++j)
+    for (std::int64_t d = 0; d < p.dim; ++d)
+      scores[j] += p.q_mean.get(r * p.dim + d) * p.k_mean.get((p.kv_row0(r) + j) * p.dim + d);
+  return scores;
+}
+
+// The live blocks by descending score, ties to the lower id.
+std::vector<std::int64_t> ranked(const CoarseProblem& p, const std::vector<double>& scores) {
+  std::vector<std::int64_t> ids = p.live();
+  std::stable_sort(ids.begin(), ids.end(), [&](std::int64_t a, std::int64_t b) { return scores[a] > scores[b]; });
+  return ids;
+}
+
+void expect_lists_well_formed(const CoarseProblem& p) {
+  const auto take = std::min<std::int64_t>(p.topk, static_cast<std::int64_t>(p.live().size()));
+  for (std::int64_t r = 0; r < p.batch * p.heads * p.nq; ++r) {
+    ASSERT_EQ(p.num.get_int(r), take) << "row " << r;
+    for (std::int64_t e = take; e < p.topk; ++e) ASSERT_EQ(p.idx.get_int(r * p.topk + e), -1);
+  }
+}
+
+TEST(CoarseStage, MatchesFloat64SoftmaxAndTopK) {
+  for (const auto& [kv_heads, dim, topk] : {std::tuple{2, 64, 3}, std::tuple{1, 128, 1}, std::tuple{4, 64, 5}}) {
+    std::mt19937_64 rng(next_seed());
+    CoarseProblem p;
+    p.kv_heads = kv_heads;
+    p.dim = dim;
+    p.topk = topk;
+    p.index_dtype = kv_heads == 1 ? DType::i64 : DType::i32;
+    p.build(rng);
+    const double scale = 0.3;
+    CoarseStageParams params = p.params();
+    params.scale = static_cast<float>(scale);
+    coarse_stage(params);
+
+    EXPECT_TRUE(p.coarse.written_exactly_view());
+    expect_lists_well_formed(p);
+    std::vector<double> got, want;
+    int compared = 0;
+    for (std::int64_t r = 0; r < p.batch * p.heads * p.nq; ++r) {
+      const std::vector<double> scores = reference_scores(p, r);
+      const std::vector<std::int64_t> order = ranked(p, scores);
+      const auto take = static_cast<std::size_t>(p.num.get_int(r));
+      // Lists are compared where float32 rounding cannot swap the boundary.
+      if (take == order.size() || scores[order[take - 1]] - scores[order[take]] > 1e-3) {
+        std::vector<std::int64_t> expected(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take));
+        std::sort(expected.begin(), expected.end());
+        EXPECT_EQ(p.listed(r), expected) << "row " << r;
+        ++compared;
+      }
+      double top = -INFINITY, total = 0.0;
+      for (std::int64_t j : order) top = std::max(top, scores[j]);
+      std::vector<double> out(static_cast<std::size_t>(p.dim), 0.0);
+      for (std::int64_t j : order) {
+        const double w = std::exp((scores[j] - top) * scale);
+        total += w;
+        for (std::int64_t d = 0; d < p.dim; ++d) out[d] += w * p.v_mean.get((p.kv_row0(r) + j) * p.dim + d);
+      }
+      for (std::int64_t d = 0; d < p.dim; ++d) {
+        got.push_back(p.coarse.get(r * p.dim + d));
+        want.push_back(out[d] / total);
+      }
+    }
+    EXPECT_GT(compared, p.batch * p.heads * p.nq / 2);
+    EXPECT_LE(relative_error(got, want), 1e-5);
+  }
+}
+
+TEST(CoarseStage, TiesGoToTheLowerBlockId) {
+  std::mt19937_64 rng(next_seed());
+  CoarseProblem p;
+  p.nk = 10;
+  p.topk = 4;
+  p.vbs = {64, 64, 0, 64, 64, 64, 64, 64, 64, 64};
+  p.build(rng);
+  // Blocks 7 and 8 are twice block 0 (a larger score for a row with a
+  // positive score against block 0); every other block equals block 0, so
+  // their scores tie bit for bit.
+  for (std::int64_t r = 0; r < p.batch * p.kv_heads * p.nk; ++r) {
+    const std::int64_t j = r % p.nk, first = r - j;
+    for (std::int64_t d = 0; d < p.dim; ++d) {
+      const double base = p.k_mean.get(first * p.dim + d);
+      p.k_mean.set(r * p.dim + d, (j == 7 || j == 8) ? 2.0 * base : base);
+    }
+  }
+  coarse_stage(p.params());
+  expect_lists_well_formed(p);
+  for (std::int64_t r = 0; r < p.batch * p.heads * p.nq; ++r) {
+    const bool positive = reference_scores(p, r)[0] > 0.0;
+    // Dead block 2 is never listed; the lowest live ids win the ties.
+    EXPECT_EQ(p.listed(r), positive ? (std::vector<std::int64_t>{0, 1, 7, 8})
+                                     : (std::vector<std::int64_t>{0, 1, 3, 4}))
+        << "row " << r;
+  }
+}
+
+TEST(CoarseStage, TopKOfNkListsEveryLiveBlock) {
+  std::mt19937_64 rng(next_seed());
+  CoarseProblem p;
+  p.nk = 6;
+  p.topk = 6;
+  p.vbs = {64, 0, 17, 64, 0, 1};
+  p.build(rng);
+  coarse_stage(p.params());
+  expect_lists_well_formed(p);
+  for (std::int64_t r = 0; r < p.batch * p.heads * p.nq; ++r)
+    EXPECT_EQ(p.listed(r), (std::vector<std::int64_t>{0, 2, 3, 5}));
+}
+
+TEST(CoarseStage, NoLiveBlockGivesEmptyListsAndZeroOutput) {
+  std::mt19937_64 rng(next_seed());
+  CoarseProblem p;
+  p.vbs.assign(9, 0);
+  p.build(rng);
+  coarse_stage(p.params());
+  expect_lists_well_formed(p);
+  for (std::int64_t e = 0; e < p.coarse.numel(); ++e) ASSERT_EQ(p.coarse.get(e), 0.0);
+}
+
+// ---- gate combine --------------------------------------------------------------------------------
+
+struct CombineProblem {
+  DType dtype;
+  Layout layout;
+  std::int64_t block, blocks = 3;
+  SequenceShape shape;
+  HostTensor fine, gate, coarse;
+
+  CombineProblem(std::mt19937_64& rng, DType d, Layout l, std::int64_t blk)
+      : dtype(d), layout(l), block(blk), shape{2, 3, blocks * blk, 64, l} {
+    fine = sequence_tensor(dtype, shape);
+    gate = sequence_tensor(dtype, shape);
+    fine.fill_random(rng);
+    gate.fill_random(rng);
+    coarse = random_f32(rng, {shape.batch, shape.heads, blocks, shape.dim});
+  }
+  double coarse_at(std::int64_t b, std::int64_t h, std::int64_t t, std::int64_t d) const {
+    return coarse.get(coarse.flat_index(b, h, t / block, d));
+  }
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    for (std::int64_t b = 0; b < shape.batch; ++b)
+      for (std::int64_t h = 0; h < shape.heads; ++h)
+        for (std::int64_t t = 0; t < shape.seq; ++t)
+          for (std::int64_t d = 0; d < shape.dim; ++d) fn(b, h, t, d, sequence_index(fine, layout, b, h, t, d));
+  }
+};
+
+class GateCombine : public ::testing::TestWithParam<CombineCase> {};
+
+TEST_P(GateCombine, AddsTheBroadcastCoarseOutputTimesTheGate) {
+  const auto [dtype, layout, block] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const CombineProblem p(rng, dtype, layout, block);
+  const double tol = dtype == DType::f32 ? 1e-6 : 1e-2;
+  for (const bool gated : {true, false}) {
+    HostTensor out = sequence_tensor(dtype, p.shape);
+    out.poison();
+    gate_combine({p.fine.ref(), p.coarse.ref(), gated ? p.gate.ref() : TensorRef{}, out.ref(), layout, nullptr});
+    EXPECT_TRUE(out.written_exactly_view());
+    std::vector<double> got, want;
+    p.for_each([&](auto b, auto h, auto t, auto d, std::int64_t at) {
+      got.push_back(out.get(at));
+      want.push_back(p.fine.get(at) + p.coarse_at(b, h, t, d) * (gated ? p.gate.get(at) : 1.0));
+    });
+    EXPECT_LE(relative_error(got, want), tol) << (gated ? "gated" : "no gate");
+  }
+  // In place: out is fine itself.
+  HostTensor fine = p.fine;
+  gate_combine({fine.ref(), p.coarse.ref(), p.gate.ref(), fine.ref(), layout, nullptr});
+  std::vector<double> got, want;
+  p.for_each([&](auto b, auto h, auto t, auto d, std::int64_t at) {
+    got.push_back(fine.get(at));
+    want.push_back(p.fine.get(at) + p.coarse_at(b, h, t, d) * p.gate.get(at));
+  });
+  EXPECT_LE(relative_error(got, want), tol) << "in place";
+}
+
+TEST_P(GateCombine, GradientsOfCoarseAndGate) {
+  const auto [dtype, layout, block] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const CombineProblem p(rng, dtype, layout, block);
+  const HostTensor& dout = p.fine;  // any q-shaped tensor serves as the incoming gradient
+  for (const bool gated : {true, false}) {
+    HostTensor dcoarse(DType::f32, {p.shape.batch, p.shape.heads, p.blocks, p.shape.dim});
+    HostTensor dgate = sequence_tensor(dtype, p.shape);
+    dcoarse.poison();
+    dgate.poison();
+    gate_combine_backward({dout.ref(), p.coarse.ref(), gated ? p.gate.ref() : TensorRef{}, dcoarse.ref(),
+                           gated ? dgate.ref() : TensorRef{}, layout, nullptr});
+    EXPECT_TRUE(dcoarse.written_exactly_view());
+    EXPECT_TRUE(gated ? dgate.written_exactly_view() : dgate.untouched());
+    std::vector<double> sums(static_cast<std::size_t>(dcoarse.numel()), 0.0), got_gate, want_gate;
+    p.for_each([&](auto b, auto h, auto t, auto d, std::int64_t at) {
+      sums[dcoarse.flat_index(b, h, t / block, d)] += dout.get(at) * (gated ? p.gate.get(at) : 1.0);
+      if (gated) {
+        got_gate.push_back(dgate.get(at));
+        want_gate.push_back(dout.get(at) * p.coarse_at(b, h, t, d));
+      }
+    });
+    std::vector<double> got(sums.size());
+    for (std::size_t i = 0; i < got.size(); ++i) got[i] = dcoarse.get(static_cast<std::int64_t>(i));
+    EXPECT_LE(relative_error(got, sums), 1e-5);
+    if (gated) {
+      EXPECT_LE(relative_error(got_gate, want_gate), dtype == DType::f32 ? 1e-6 : 1e-2);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GateCombine,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
+                                            ::testing::Values(Layout::bhsd, Layout::bshd), ::testing::Values(64, 128)),
+                         combine_case_name);
+
+// ---- bad arguments -------------------------------------------------------------------------------
+
+TEST(LayerRejects, BadArguments) {
+  std::mt19937_64 rng(next_seed());
+  const SequenceShape shape{1, 2, 128, 64, Layout::bhsd};
+  HostTensor x = sequence_tensor(DType::bf16, shape);
+  x.fill_random(rng);
+  const HostTensor counts = int_vector(DType::i32, {64, 3});
+  HostTensor mean(DType::f32, {1, 2, 2, 64});
+  mean.poison();
+  const HostTensor three_blocks = int_vector(DType::i32, {64, 3, 1});
+  expect_error_on("valid_counts.shape", [&] { block_mean({x.ref(), three_blocks.ref(), mean.ref()}); });
+  const HostTensor too_many = int_vector(DType::i32, {65, 3});
+  expect_error_on("valid_counts", [&] { block_mean({x.ref(), too_many.ref(), mean.ref()}); });
+  const HostTensor half_mean(DType::f16, {1, 2, 2, 64});
+  expect_error_on("mean.dtype", [&] { block_mean({x.ref(), counts.ref(), half_mean.ref()}); });
+  const HostTensor narrow = sequence_tensor(DType::bf16, {1, 2, 128, 32});
+  expect_error_on("x.shape", [&] { block_mean({narrow.ref(), counts.ref(), mean.ref()}); });
+  EXPECT_TRUE(mean.untouched());
+
+  CoarseProblem p;
+  p.build(rng);
+  CoarseStageParams params = p.params();
+  const HostTensor wide(DType::i32, {p.batch, p.heads, p.nq, p.nk + 1});
+  params.q2k_idx = wide.ref();
+  expect_error_on("q2k_idx.shape", [&] { coarse_stage(params); });
+  params = p.params();
+  const HostTensor long_num(DType::i64, {p.batch, p.heads, p.nq});
+  params.q2k_num = long_num.ref();
+  expect_error_on("q2k_num.dtype", [&] { coarse_stage(params); });
+  params = p.params();
+  const HostTensor three_kv = random_f32(rng, {p.batch, 3, p.nk, p.dim});
+  params.k_mean = three_kv.ref();
+  expect_error_on("k_mean.shape", [&] { coarse_stage(params); });
+  params = p.params();
+  params.v_mean = p.q_mean.ref();
+  expect_error_on("v_mean.shape", [&] { coarse_stage(params); });
+  params = p.params();
+  params.scale = -1.0f;
+  expect_error_on("scale", [&] { coarse_stage(params); });
+  EXPECT_TRUE(p.coarse.untouched() && p.idx.untouched() && p.num.untouched());
+
+  HostTensor out = sequence_tensor(DType::bf16, shape);
+  out.poison();
+  const HostTensor coarse = random_f32(rng, {1, 2, 2, 64});
+  const HostTensor fp16_gate = sequence_tensor(DType::f16, shape);
+  expect_error_on("gate.dtype", [&] { gate_combine({x.ref(), coarse.ref(), fp16_gate.ref(), out.ref()}); });
+  const HostTensor three_block_coarse = random_f32(rng, {1, 2, 3, 64});
+  expect_error_on("coarse.shape", [&] { gate_combine({x.ref(), three_block_coarse.ref(), TensorRef{}, out.ref()}); });
+  EXPECT_TRUE(out.untouched());
+  HostTensor dcoarse(DType::f32, {1, 2, 2, 64});
+  expect_error_on("dgate", [&] {
+    gate_combine_backward({x.ref(), coarse.ref(), TensorRef{}, dcoarse.ref(), out.ref()});
+  });
+}
+
+}  // namespace
+}  // namespace vsa::test

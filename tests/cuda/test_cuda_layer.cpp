@@ -1,0 +1,326 @@
+// The VSA layer's CUDA stages against the CPU backend on the same inputs:
+// block means, their gradient and the coarse stage's block lists must be
+// bit-identical (docs/layer.md, "Precision"); the coarse output, the gate
+// combine and its gradient agree to float32 rounding; topk_to_index sorts
+// exactly as on the CPU. Skipped when the machine has no CUDA device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "device_problem.hpp"
+#include "support/layer_problem.hpp"
+
+namespace vsa::test {
+namespace {
+
+// Mirrors `tensors` on the GPU, runs `call` on the device refs (same order)
+// and copies every mirror back into its host tensor.
+template <class Call>
+void on_device(const std::vector<HostTensor*>& tensors, Call&& call) {
+  std::vector<std::unique_ptr<DeviceMirror>> mirrors;
+  std::vector<TensorRef> refs;
+  for (HostTensor* t : tensors) {
+    mirrors.push_back(std::make_unique<DeviceMirror>(*t));
+    refs.push_back(mirrors.back()->ref());
+  }
+  call(refs);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (const auto& m : mirrors) m->copy_back();
+}
+
+void expect_identical(const HostTensor& gpu, const HostTensor& cpu, const char* what) {
+  ASSERT_EQ(gpu.numel(), cpu.numel());
+  const bool ints = cpu.dtype() == DType::i32 || cpu.dtype() == DType::i64;
+  for (std::int64_t i = 0; i < cpu.numel(); ++i) {
+    if (ints)
+      ASSERT_EQ(gpu.get_int(i), cpu.get_int(i)) << what << " differs at flat " << i;
+    else
+      ASSERT_EQ(gpu.get(i), cpu.get(i)) << what << " differs at flat " << i;
+  }
+}
+
+double relative_difference(const HostTensor& gpu, const HostTensor& cpu) {
+  std::vector<double> a, b;
+  for (std::int64_t i = 0; i < cpu.numel(); ++i) {
+    a.push_back(gpu.get(i));
+    b.push_back(cpu.get(i));
+  }
+  return relative_error(a, b);
+}
+
+// ---- block means ---------------------------------------------------------------------------------
+
+class CudaBlockMean : public ::testing::TestWithParam<BlockCase> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaBlockMean, MeansAndGradientBitIdenticalToCpu) {
+  const auto [dtype, layout, block, dim] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t blocks = 7;
+  const SequenceShape shape{2, 3, blocks * block, dim, layout};
+  HostTensor x = sequence_tensor(dtype, shape);
+  x.fill_random(rng);
+  HostTensor valid = int_vector(DType::i32, mixed_counts(rng, blocks, block));
+  HostTensor cpu_mean(DType::f32, {shape.batch, shape.heads, blocks, dim});
+  cpu_mean.poison();
+  HostTensor gpu_mean = cpu_mean;
+  block_mean({x.ref(), valid.ref(), cpu_mean.ref(), layout, nullptr});
+  on_device({&x, &valid, &gpu_mean}, [&](const std::vector<TensorRef>& r) { block_mean({r[0], r[1], r[2], layout, nullptr}); });
+  EXPECT_TRUE(gpu_mean.written_exactly_view());
+  expect_identical(gpu_mean, cpu_mean, "mean");
+
+  const HostTensor dmean = random_f32(rng, {shape.batch, shape.heads, blocks, dim});
+  HostTensor cpu_dx = sequence_tensor(dtype, shape);
+  cpu_dx.poison();
+  HostTensor gpu_dx = cpu_dx, gpu_dmean = dmean;
+  block_mean_backward({dmean.ref(), valid.ref(), cpu_dx.ref(), layout, nullptr});
+  on_device({&gpu_dmean, &valid, &gpu_dx},
+            [&](const std::vector<TensorRef>& r) { block_mean_backward({r[0], r[1], r[2], layout, nullptr}); });
+  EXPECT_TRUE(gpu_dx.written_exactly_view());
+  expect_identical(gpu_dx, cpu_dx, "dx");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBlockMean,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(Layout::bhsd, Layout::bshd),
+                                            ::testing::Values(64, 128), ::testing::Values(64, 128)),
+                         block_case_name);
+
+// ---- coarse stage --------------------------------------------------------------------------------
+
+struct CoarseCase {
+  std::string name;
+  std::int64_t batch, heads, kv_heads, nq, nk, dim, topk;
+  DType index_dtype = DType::i32;
+  enum class Blocks { mixed, all_live, none_live } blocks = Blocks::mixed;
+  bool ties = false;  // every KV head's blocks share one mean, except each fifth, doubled
+  const char* rows = nullptr;  // VSA_COARSE_ROWS for this case (query rows per CTA)
+};
+
+void PrintTo(const CoarseCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<CoarseCase> coarse_cases() {
+  using B = CoarseCase::Blocks;
+  return {
+      {"small", 2, 4, 2, 5, 9, 64, 3},
+      {"d128_gqa3", 1, 6, 2, 33, 40, 128, 7, DType::i64},
+      {"topk1", 1, 2, 1, 17, 70, 64, 1},
+      {"topk_nk", 1, 2, 2, 9, 31, 128, 31},
+      {"topk_nk_all_live", 1, 2, 2, 9, 31, 64, 31, DType::i32, B::all_live},
+      {"no_live_block", 1, 2, 1, 9, 12, 64, 4, DType::i32, B::none_live},
+      {"ties", 2, 2, 1, 20, 50, 64, 12, DType::i32, B::mixed, true},
+      // Query rows per CTA on an H200: 32 for the cases above, then 16, 8, 8.
+      {"wan_480p_like", 1, 2, 2, 624, 624, 128, 63},
+      {"hunyuan_720p_like", 1, 1, 1, 40, 1920, 128, 192},
+      {"nk_4000", 1, 1, 1, 20, 4000, 64, 300},
+      {"wan_480p_like_rows32", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "32"},
+      {"wan_480p_like_rows8", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "8"},
+  };
+}
+
+// VSA_COARSE_ROWS set for the lifetime of the object (nothing when null).
+class ScopedRowsOverride {
+ public:
+  explicit ScopedRowsOverride(const char* rows) : set_(rows != nullptr) {
+    if (set_) setenv("VSA_COARSE_ROWS", rows, 1);
+  }
+  ScopedRowsOverride(const ScopedRowsOverride&) = delete;
+  ScopedRowsOverride& operator=(const ScopedRowsOverride&) = delete;
+  ~ScopedRowsOverride() {
+    if (set_) unsetenv("VSA_COARSE_ROWS");
+  }
+
+ private:
+  bool set_;
+};
+
+class CudaCoarseStage : public ::testing::TestWithParam<CoarseCase> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
+  const CoarseCase& c = GetParam();
+  std::mt19937_64 rng(next_seed());
+  HostTensor q = random_f32(rng, {c.batch, c.heads, c.nq, c.dim});
+  HostTensor k = random_f32(rng, {c.batch, c.kv_heads, c.nk, c.dim});
+  HostTensor v = random_f32(rng, {c.batch, c.kv_heads, c.nk, c.dim});
+  if (c.ties)
+    for (std::int64_t r = 0; r < c.batch * c.kv_heads * c.nk; ++r) {
+      const std::int64_t j = r % c.nk;
+      for (std::int64_t d = 0; d < c.dim; ++d) k.set(r * c.dim + d, k.get((r - j) * c.dim + d) * (j % 5 == 4 ? 2 : 1));
+    }
+  std::vector<std::int64_t> sizes = mixed_counts(rng, c.nk, 64);
+  for (auto& s : sizes) {
+    if (c.blocks == CoarseCase::Blocks::all_live) s = 64;
+    if (c.blocks == CoarseCase::Blocks::none_live) s = 0;
+  }
+  HostTensor vbs = int_vector(DType::i64, sizes);
+  HostTensor cpu_out(DType::f32, {c.batch, c.heads, c.nq, c.dim});
+  HostTensor cpu_idx(c.index_dtype, {c.batch, c.heads, c.nq, c.topk});
+  HostTensor cpu_num(c.index_dtype, {c.batch, c.heads, c.nq});
+  for (HostTensor* t : {&cpu_out, &cpu_idx, &cpu_num}) t->poison();
+  HostTensor gpu_out = cpu_out, gpu_idx = cpu_idx, gpu_num = cpu_num;
+
+  coarse_stage({q.ref(), k.ref(), v.ref(), vbs.ref(), 0.0f, cpu_out.ref(), cpu_idx.ref(), cpu_num.ref(), nullptr});
+  {
+    const ScopedRowsOverride rows(c.rows);
+    on_device({&q, &k, &v, &vbs, &gpu_out, &gpu_idx, &gpu_num}, [&](const std::vector<TensorRef>& r) {
+      coarse_stage({r[0], r[1], r[2], r[3], 0.0f, r[4], r[5], r[6], nullptr});
+    });
+  }
+  expect_identical(gpu_idx, cpu_idx, "q2k_idx");
+  expect_identical(gpu_num, cpu_num, "q2k_num");
+  EXPECT_TRUE(gpu_out.written_exactly_view());
+  EXPECT_LE(relative_difference(gpu_out, cpu_out), 1e-5);
+}
+
+std::string coarse_case_name(const ::testing::TestParamInfo<CoarseCase>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaCoarseStage, ::testing::ValuesIn(coarse_cases()), coarse_case_name);
+
+TEST(CudaCoarseStageLimit, TooManyKvBlocksIsUnsupported) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t nk = 60000;  // 8 rows of float32 scores: 1.9 MB of shared memory
+  HostTensor q = random_f32(rng, {1, 1, 8, 64}), k = random_f32(rng, {1, 1, nk, 64});
+  HostTensor vbs = int_vector(DType::i32, std::vector<std::int64_t>(nk, 64));
+  HostTensor out(DType::f32, {1, 1, 8, 64}), idx(DType::i32, {1, 1, 8, 4}), num(DType::i32, {1, 1, 8});
+  on_device({&q, &k, &vbs, &out, &idx, &num}, [&](const std::vector<TensorRef>& r) {
+    try {
+      coarse_stage({r[0], r[1], r[1], r[2], 0.0f, r[3], r[4], r[5], nullptr});
+      ADD_FAILURE() << "no error for NK = " << nk;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+      EXPECT_EQ(e.argument(), "k_mean.shape") << e.what();
+    }
+  });
+}
+
+TEST(CudaCoarseStageLimit, UnalignedMeansAreUnsupported) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(next_seed());
+  HostTensor q = random_f32(rng, {1, 1, 9, 64}), k = random_f32(rng, {1, 1, 9, 64});
+  HostTensor vbs = int_vector(DType::i32, std::vector<std::int64_t>(8, 64));
+  HostTensor out(DType::f32, {1, 1, 8, 64}), idx(DType::i32, {1, 1, 8, 4}), num(DType::i32, {1, 1, 8});
+  out.poison();
+  on_device({&q, &k, &vbs, &out, &idx, &num}, [&](const std::vector<TensorRef>& r) {
+    TensorRef shifted_q = r[0], shifted_k = r[1];  // one float past an aligned start: rows 4 bytes off
+    shifted_q.data = static_cast<float*>(shifted_q.data) + 1;
+    shifted_q.shape = {1, 1, 8, 64};
+    shifted_k.shape = {1, 1, 8, 64};
+    try {
+      coarse_stage({shifted_q, shifted_k, shifted_k, r[2], 0.0f, r[3], r[4], r[5], nullptr});
+      ADD_FAILURE() << "no error for an unaligned q_mean";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+      EXPECT_EQ(e.argument(), "q_mean.data") << e.what();
+    }
+  });
+  EXPECT_TRUE(out.untouched());
+}
+
+// ---- gate combine --------------------------------------------------------------------------------
+
+class CudaGateCombine : public ::testing::TestWithParam<CombineCase> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaGateCombine, ForwardAndGradientsMatchCpu) {
+  const auto [dtype, layout, block] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t blocks = 5;
+  const SequenceShape shape{2, 3, blocks * block, 128, layout};
+  HostTensor fine = sequence_tensor(dtype, shape), gate = sequence_tensor(dtype, shape);
+  fine.fill_random(rng);
+  gate.fill_random(rng);
+  HostTensor coarse = random_f32(rng, {shape.batch, shape.heads, blocks, shape.dim});
+  for (const bool gated : {true, false}) {
+    HostTensor cpu_out = sequence_tensor(dtype, shape);
+    cpu_out.poison();
+    HostTensor gpu_out = cpu_out;
+    gate_combine({fine.ref(), coarse.ref(), gated ? gate.ref() : TensorRef{}, cpu_out.ref(), layout, nullptr});
+    on_device({&fine, &coarse, &gate, &gpu_out}, [&](const std::vector<TensorRef>& r) {
+      gate_combine({r[0], r[1], gated ? r[2] : TensorRef{}, r[3], layout, nullptr});
+    });
+    EXPECT_TRUE(gpu_out.written_exactly_view());
+    EXPECT_LE(relative_difference(gpu_out, cpu_out), 1e-2);
+
+    HostTensor cpu_dcoarse(DType::f32, {shape.batch, shape.heads, blocks, shape.dim});
+    HostTensor cpu_dgate = sequence_tensor(dtype, shape);
+    cpu_dcoarse.poison();
+    cpu_dgate.poison();
+    HostTensor gpu_dcoarse = cpu_dcoarse, gpu_dgate = cpu_dgate;
+    // fine stands in for dout: any q-shaped tensor.
+    gate_combine_backward({fine.ref(), coarse.ref(), gated ? gate.ref() : TensorRef{}, cpu_dcoarse.ref(),
+                           gated ? cpu_dgate.ref() : TensorRef{}, layout, nullptr});
+    on_device({&fine, &coarse, &gate, &gpu_dcoarse, &gpu_dgate}, [&](const std::vector<TensorRef>& r) {
+      gate_combine_backward({r[0], r[1], gated ? r[2] : TensorRef{}, r[3], gated ? r[4] : TensorRef{}, layout, nullptr});
+    });
+    EXPECT_TRUE(gpu_dcoarse.written_exactly_view());
+    EXPECT_LE(relative_difference(gpu_dcoarse, cpu_dcoarse), 1e-5);
+    if (gated) {
+      EXPECT_TRUE(gpu_dgate.written_exactly_view());
+      EXPECT_LE(relative_difference(gpu_dgate, cpu_dgate), 1e-2);
+    } else {
+      EXPECT_TRUE(gpu_dgate.untouched());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGateCombine,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(Layout::bhsd, Layout::bshd), ::testing::Values(64, 128)),
+                         combine_case_name);
+
+// ---- topk_to_index -------------------------------------------------------------------------------
+
+TEST(CudaTopkToIndex, SortsRowsExactlyAsTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(next_seed());
+  for (const auto& [k, in_dtype, out_dtype] :
+       {std::tuple{1, DType::i32, DType::i32}, std::tuple{7, DType::i64, DType::i32},
+        std::tuple{63, DType::i32, DType::i64}, std::tuple{700, DType::i64, DType::i64}}) {
+    const std::int64_t rows = 2 * 3 * 5;
+    HostTensor topk(in_dtype, {2, 3, 5, k});
+    std::uniform_int_distribution<std::int64_t> id(0, 2 * k);  // duplicates included
+    for (std::int64_t e = 0; e < topk.numel(); ++e) topk.set_int(e, id(rng));
+    HostTensor cpu_idx(out_dtype, {2, 3, 5, k}), cpu_num(out_dtype, {2, 3, 5});
+    cpu_idx.poison();
+    cpu_num.poison();
+    HostTensor gpu_idx = cpu_idx, gpu_num = cpu_num;
+    topk_to_index(topk.ref(), cpu_idx.ref(), cpu_num.ref());
+    on_device({&topk, &gpu_idx, &gpu_num},
+              [&](const std::vector<TensorRef>& r) { topk_to_index(r[0], r[1], r[2]); });
+    expect_identical(gpu_idx, cpu_idx, "q2k_idx");
+    expect_identical(gpu_num, cpu_num, "q2k_num");
+    EXPECT_EQ(gpu_num.get_int(rows - 1), k);
+  }
+  // In place, as on the CPU.
+  HostTensor ids = int_vector(DType::i32, {3, 1, 2, 0, 7, 6, 9, 8});
+  HostTensor shaped(DType::i32, {1, 1, 2, 4});
+  for (std::int64_t e = 0; e < 8; ++e) shaped.set_int(e, ids.get_int(e));
+  HostTensor num(DType::i32, {1, 1, 2});
+  on_device({&shaped, &num}, [&](const std::vector<TensorRef>& r) { topk_to_index(r[0], r[0], r[1]); });
+  EXPECT_EQ(int_values(shaped), (std::vector<std::int64_t>{0, 1, 2, 3, 6, 7, 8, 9}));
+}
+
+}  // namespace
+}  // namespace vsa::test
