@@ -63,7 +63,7 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const B
 }
 
 template <class Elem, int kHeadDim>
-__global__ void __launch_bounds__(kWarpgroupThreads, kHeadDim == 64 ? 3 : 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
+__global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SwizzledTile<kHeadDim>;
   constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
