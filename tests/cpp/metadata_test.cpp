@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "support/host_tensor.hpp"
+#include "support/test_seed.hpp"
 
 namespace vsa::test {
 namespace {

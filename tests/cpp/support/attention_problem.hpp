@@ -10,6 +10,7 @@
 
 #include "support/host_tensor.hpp"
 #include "support/reference_attention.hpp"
+#include "support/test_seed.hpp"
 
 namespace vsa::test {
 

@@ -1,7 +1,5 @@
 #include "support/host_tensor.hpp"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -212,22 +210,6 @@ double relative_error(const std::vector<double>& actual, const std::vector<doubl
     norm += expected[i] * expected[i];
   }
   return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
-
-std::uint64_t next_seed() {
-  // The counter restarts with every test, so a test draws the same seeds
-  // whether it runs alone or in the whole suite.
-  static std::string last_test;
-  static std::uint64_t counter = 0;
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "";
-  if (name != last_test) {
-    last_test = name;
-    counter = 0;
-  }
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return hash + ++counter;
 }
 
 }  // namespace vsa::test

@@ -1,5 +1,6 @@
 // Owning host buffers for the tests, with their own element encoding and
 // decoding (independent of the library's conversions) and NaN poisoning.
+// Free of GoogleTest, so the fuzzers share it.
 #pragma once
 
 #include <cstdint>
@@ -64,8 +65,5 @@ class HostTensor {
 // Relative Frobenius error ||actual - expected|| / ||expected|| (the absolute
 // norm when expected is all zero).
 double relative_error(const std::vector<double>& actual, const std::vector<double>& expected);
-
-// Reproducible seeds: a hash of the running test's name plus a counter.
-std::uint64_t next_seed();
 
 }  // namespace vsa::test
