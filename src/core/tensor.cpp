@@ -48,15 +48,23 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, std::initializer_list<s
   return t;
 }
 
+namespace {
+
+// The axes a loop may visit: a rank outside [0, kMaxRank] is bad input that
+// the checks report, and must not send a loop past the shape array.
+int axes(int rank) { return rank < 0 ? 0 : rank > kMaxRank ? kMaxRank : rank; }
+
+}  // namespace
+
 std::int64_t TensorRef::numel() const {
   std::int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= shape[i];
+  for (int i = 0; i < axes(rank); ++i) n *= shape[i];
   return n;
 }
 
 bool TensorRef::is_contiguous() const {
   std::int64_t step = 1;
-  for (int i = rank - 1; i >= 0; --i) {
+  for (int i = axes(rank) - 1; i >= 0; --i) {
     if (shape[i] != 1 && stride[i] != step) return false;
     step *= shape[i];
   }
@@ -67,6 +75,7 @@ bool TensorRef::is_contiguous() const {
 // static libstdc++ (the GPU machine's toolchain) crashed in its first
 // ostringstream once numpy was loaded.
 std::string TensorRef::shape_string() const {
+  if (rank != axes(rank)) return "(no shape: rank outside [0, " + std::to_string(kMaxRank) + "])";
   std::string s = "[";
   for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";

@@ -72,6 +72,16 @@ TEST(ForwardRejects, WrongRank) {
                          [](ForwardParams& p, AttentionProblem&) { p.in.variable_block_sizes.rank = 2; });
 }
 
+// A rank past the descriptor's kMaxRank shape entries (found by the
+// fuzzer: the error message read the shape array out of bounds).
+TEST(ForwardRejects, RankOutsideTheDescriptor) {
+  for (int rank : {5, 64, -1}) {
+    expect_forward_rejects("q", [&](ForwardParams& p, AttentionProblem&) { p.in.q.rank = rank; });
+    expect_forward_rejects("lse.shape", [&](ForwardParams& p, AttentionProblem&) { p.lse.rank = rank; });
+    expect_forward_rejects("q2k_idx", [&](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.rank = rank; });
+  }
+}
+
 TEST(ForwardRejects, MismatchedShapes) {
   expect_forward_rejects("v.shape", [](ForwardParams& p, AttentionProblem&) { p.in.v.shape[2] -= 64; });
   expect_forward_rejects("out.shape", [](ForwardParams& p, AttentionProblem&) { p.out.shape[1] -= 1; });
