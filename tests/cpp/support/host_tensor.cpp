@@ -203,13 +203,19 @@ bool HostTensor::written_exactly_view() const {
 }
 
 double relative_error(const std::vector<double>& actual, const std::vector<double>& expected) {
-  if (actual.size() != expected.size()) return INFINITY;
+  return relative_difference(actual, expected, expected);
+}
+
+double relative_difference(const std::vector<double>& a, const std::vector<double>& b,
+                           const std::vector<double>& scale) {
+  if (a.size() != b.size() || a.size() != scale.size()) return INFINITY;
   double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    diff += (actual[i] - expected[i]) * (actual[i] - expected[i]);
-    norm += expected[i] * expected[i];
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += scale[i] * scale[i];
   }
-  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  if (norm > 0.0) return std::sqrt(diff / norm);
+  return a.empty() ? 0.0 : std::sqrt(diff / static_cast<double>(a.size()));
 }
 
 }  // namespace vsa::test

@@ -47,6 +47,8 @@ class HostTensor {
   void poison();
   // Whether the whole storage still holds the poison.
   bool untouched() const;
+  // Whether the two storages hold the same bytes (a bitwise repeat).
+  bool same_bytes(const HostTensor& other) const { return storage_ == other.storage_; }
   // Whether every element of the view was overwritten (not NaN / not poison)
   // while every storage element outside the view still holds the poison.
   bool written_exactly_view() const;
@@ -62,8 +64,15 @@ class HostTensor {
   std::vector<unsigned char> storage_;
 };
 
-// Relative Frobenius error ||actual - expected|| / ||expected|| (the absolute
-// norm when expected is all zero).
+// Relative Frobenius error ||actual - expected|| / ||expected||. When
+// expected is all zero (e.g. dq and dk when every row attends one key, so
+// the softmax has no gradient), the root-mean-square error per element
+// instead: the test inputs are of order 1, so that is relative to their
+// scale, and it does not grow with the element count as the norm would.
 double relative_error(const std::vector<double>& actual, const std::vector<double>& expected);
+// ||a - b|| / ||scale||, with the same root-mean-square fallback when scale
+// is all zero: two approximations compared relative to the exact value.
+double relative_difference(const std::vector<double>& a, const std::vector<double>& b,
+                           const std::vector<double>& scale);
 
 }  // namespace vsa::test
