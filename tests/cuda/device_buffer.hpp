@@ -1,5 +1,7 @@
 // Mirrors a host test tensor on the GPU: same strides, same bytes (poison
 // included), and copies results back so the host-side checks apply unchanged.
+// Also: the GPU check every GPU test starts with, and a problem's inputs on
+// the GPU.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -7,6 +9,7 @@
 
 #include <cstddef>
 
+#include "support/attention_problem.hpp"
 #include "support/host_tensor.hpp"
 
 namespace vsa::test {
@@ -44,6 +47,34 @@ class DeviceMirror {
   TensorRef host_;
   void* device_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+inline bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// The problem's six inputs mirrored on the GPU, as AttentionInputs.
+class DeviceInputs {
+ public:
+  explicit DeviceInputs(const AttentionProblem& problem)
+      : problem_(problem), q_(problem.q), k_(problem.k), v_(problem.v), idx_(problem.q2k_idx),
+        num_(problem.q2k_num), vbs_(problem.vbs) {}
+
+  AttentionInputs inputs() const {
+    AttentionInputs in = problem_.inputs();
+    in.q = q_.ref();
+    in.k = k_.ref();
+    in.v = v_.ref();
+    in.q2k_idx = idx_.ref();
+    in.q2k_num = num_.ref();
+    in.variable_block_sizes = vbs_.ref();
+    return in;
+  }
+
+ private:
+  const AttentionProblem& problem_;
+  DeviceMirror q_, k_, v_, idx_, num_, vbs_;
 };
 
 }  // namespace vsa::test

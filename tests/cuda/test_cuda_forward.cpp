@@ -14,39 +14,11 @@
 namespace vsa::test {
 namespace {
 
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 // The CUDA backend takes 16-bit inputs; float32 cases run as bfloat16.
 AttentionCase on_gpu(AttentionCase c) {
   if (c.dtype == DType::f32) c.dtype = DType::bf16;
   return c;
 }
-
-// The problem's six inputs mirrored on the GPU, as AttentionInputs.
-class DeviceInputs {
- public:
-  explicit DeviceInputs(const AttentionProblem& problem)
-      : problem_(problem), q_(problem.q), k_(problem.k), v_(problem.v), idx_(problem.q2k_idx),
-        num_(problem.q2k_num), vbs_(problem.vbs) {}
-
-  AttentionInputs inputs() const {
-    AttentionInputs in = problem_.inputs();
-    in.q = q_.ref();
-    in.k = k_.ref();
-    in.v = v_.ref();
-    in.q2k_idx = idx_.ref();
-    in.q2k_num = num_.ref();
-    in.variable_block_sizes = vbs_.ref();
-    return in;
-  }
-
- private:
-  const AttentionProblem& problem_;
-  DeviceMirror q_, k_, v_, idx_, num_, vbs_;
-};
 
 // Runs a problem on device 0 with `caller_device` current during the call:
 // the library must launch on the tensors' device and leave the caller's
