@@ -77,4 +77,47 @@ class DeviceInputs {
   DeviceMirror q_, k_, v_, idx_, num_, vbs_;
 };
 
+// A forward call of `problem` on the GPU: the params point at device copies
+// of the inputs and of out and lse, poisoned as forward_params() left them.
+struct DeviceForward {
+  explicit DeviceForward(AttentionProblem& problem, bool need_lse = true)
+      : params(problem.forward_params(need_lse)), inputs(problem), out(problem.out), lse(problem.lse) {
+    params.in = inputs.inputs();
+    params.out = out.ref();
+    params.lse = need_lse ? lse.ref() : TensorRef{};
+  }
+  void copy_back() const {
+    out.copy_back();
+    lse.copy_back();
+  }
+  ForwardParams params;
+  DeviceInputs inputs;
+  DeviceMirror out, lse;
+};
+
+// A backward call on the GPU: `host` (from problem.backward_params(), so dq,
+// dk, dv poisoned) with every tensor replaced by a device copy.
+struct DeviceBackward {
+  DeviceBackward(AttentionProblem& problem, const BackwardParams& host)
+      : params(host), inputs(problem), out(problem.out), lse(problem.lse), dout(problem.dout), dq(problem.dq),
+        dk(problem.dk), dv(problem.dv) {
+    params.in = inputs.inputs();
+    params.out = out.ref();
+    params.lse = lse.ref();
+    params.dout = dout.ref();
+    params.dq = dq.ref();
+    params.dk = dk.ref();
+    params.dv = dv.ref();
+  }
+  // The gradients, back into the problem's dq, dk, dv.
+  void copy_back() const {
+    dq.copy_back();
+    dk.copy_back();
+    dv.copy_back();
+  }
+  BackwardParams params;
+  DeviceInputs inputs;
+  DeviceMirror out, lse, dout, dq, dk, dv;
+};
+
 }  // namespace vsa::test

@@ -38,19 +38,6 @@ void expect_refused(const std::function<void()>& call, ErrorKind kind) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-// Device-side forward params for `problem`, with out and lse poisoned.
-struct DeviceForward {
-  explicit DeviceForward(AttentionProblem& problem)
-      : params(problem.forward_params()), inputs(problem), out(problem.out), lse(problem.lse) {
-    params.in = inputs.inputs();
-    params.out = out.ref();
-    params.lse = lse.ref();
-  }
-  ForwardParams params;
-  DeviceInputs inputs;
-  DeviceMirror out, lse;
-};
-
 using ForwardEdit = std::function<void(ForwardParams&)>;
 
 void expect_forward_refused(const char* what, const ForwardEdit& edit,
@@ -60,8 +47,7 @@ void expect_forward_refused(const char* what, const ForwardEdit& edit,
   DeviceForward call(problem);
   edit(call.params);
   expect_refused([&] { vsa::forward(call.params); }, kind);
-  call.out.copy_back();
-  call.lse.copy_back();
+  call.copy_back();
   EXPECT_TRUE(problem.out.untouched()) << "out written by a refused call";
   EXPECT_TRUE(problem.lse.untouched()) << "lse written by a refused call";
 }
@@ -106,23 +92,14 @@ TEST_F(CudaFailedCall, ForwardWithAnUnknownKernelOverrideWritesNothing) {
 
 TEST_F(CudaFailedCall, BackwardWithBadTensorsWritesNothing) {
   AttentionProblem problem(padded_case(), next_seed());
-  BackwardParams p = problem.backward_params();  // dq, dk, dv poisoned
-  const DeviceInputs inputs(problem);
-  const DeviceMirror out(problem.out), lse(problem.lse), dout(problem.dout), dq(problem.dq), dk(problem.dk),
-      dv(problem.dv);
-  p.in = inputs.inputs();
-  p.out = out.ref();
-  p.lse = lse.ref();
-  p.dout = dout.ref();
-  p.dq = dq.ref();
-  p.dk = dk.ref();
-  p.dv = dv.ref();
+  DeviceBackward call(problem, problem.backward_params());  // dq, dk, dv poisoned
+  BackwardParams& p = call.params;
   p.dk.shape[1] = 1;  // k has 2 heads
   expect_refused([&] { vsa::backward(p); }, ErrorKind::invalid_argument);
   p.dk.shape[1] = 2;
   p.lse.dtype = DType::bf16;
   expect_refused([&] { vsa::backward(p); }, ErrorKind::invalid_argument);
-  for (const DeviceMirror* m : {&dq, &dk, &dv}) m->copy_back();
+  call.copy_back();
   EXPECT_TRUE(problem.dq.untouched()) << "dq written by a refused call";
   EXPECT_TRUE(problem.dk.untouched()) << "dk written by a refused call";
   EXPECT_TRUE(problem.dv.untouched()) << "dv written by a refused call";

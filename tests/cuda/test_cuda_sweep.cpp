@@ -32,16 +32,10 @@ ForwardResult cpu_forward(AttentionProblem& problem, bool need_lse) {
 
 // The same call on device 0, outputs poisoned on the device first.
 ForwardResult gpu_forward(AttentionProblem& problem, bool need_lse) {
-  ForwardParams p = problem.forward_params(need_lse);
-  const DeviceInputs device(problem);
-  const DeviceMirror out(problem.out), lse(problem.lse);
-  p.in = device.inputs();
-  p.out = out.ref();
-  p.lse = need_lse ? lse.ref() : TensorRef{};
-  vsa::forward(p);
+  const DeviceForward call(problem, need_lse);
+  vsa::forward(call.params);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  out.copy_back();
-  lse.copy_back();
+  call.copy_back();
   return {problem.out, problem.lse};
 }
 
@@ -131,17 +125,9 @@ std::pair<HostTensor, HostTensor> inverted_lists(const AttentionProblem& problem
 // asks for); dq, dk, dv come back into the problem's host tensors.
 void gpu_backward(AttentionProblem& problem, const BackwardParams& host) {
   const auto [k2q_idx, k2q_num] = inverted_lists(problem);
-  const DeviceInputs device(problem);
-  const DeviceMirror out(problem.out), lse(problem.lse), dout(problem.dout), dq(problem.dq), dk(problem.dk),
-      dv(problem.dv), k2q_idx_d(k2q_idx), k2q_num_d(k2q_num);
-  BackwardParams p = host;
-  p.in = device.inputs();
-  p.out = out.ref();
-  p.lse = lse.ref();
-  p.dout = dout.ref();
-  p.dq = dq.ref();
-  p.dk = dk.ref();
-  p.dv = dv.ref();
+  const DeviceMirror k2q_idx_d(k2q_idx), k2q_num_d(k2q_num);
+  DeviceBackward call(problem, host);
+  BackwardParams& p = call.params;
   p.k2q_idx = k2q_idx_d.ref();
   p.k2q_num = k2q_num_d.ref();
   p.workspace_bytes = backward_workspace_bytes(p);
@@ -158,7 +144,7 @@ void gpu_backward(AttentionProblem& problem, const BackwardParams& host) {
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaFree(workspace);
-  for (const DeviceMirror* m : {&dq, &dk, &dv}) m->copy_back();
+  call.copy_back();
 }
 
 // Whether vsa::backward runs on CUDA tensors in this build: the CUDA

@@ -72,6 +72,29 @@ void encode_float(DType dtype, double value, void* element) {
   }
 }
 
+std::int64_t decode_int(DType dtype, const void* element) {
+  if (dtype == DType::i64) {
+    std::int64_t v;
+    std::memcpy(&v, element, sizeof v);
+    return v;
+  }
+  if (dtype == DType::i32) {
+    std::int32_t v;
+    std::memcpy(&v, element, sizeof v);
+    return v;
+  }
+  return 0;
+}
+
+void encode_int(DType dtype, std::int64_t value, void* element) {
+  if (dtype == DType::i64) {
+    std::memcpy(element, &value, sizeof value);
+  } else if (dtype == DType::i32) {
+    const auto v = static_cast<std::int32_t>(value);
+    std::memcpy(element, &v, sizeof v);
+  }
+}
+
 HostTensor::HostTensor(DType dtype, std::vector<std::int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)), stride_(shape_.size()) {
   std::int64_t step = 1;
@@ -126,25 +149,8 @@ const unsigned char* HostTensor::element(std::int64_t flat) const {
 double HostTensor::get(std::int64_t flat) const { return decode_float(dtype_, element(flat)); }
 void HostTensor::set(std::int64_t flat, double value) { encode_float(dtype_, value, element(flat)); }
 
-std::int64_t HostTensor::get_int(std::int64_t flat) const {
-  if (dtype_ == DType::i64) {
-    std::int64_t v;
-    std::memcpy(&v, element(flat), sizeof v);
-    return v;
-  }
-  std::int32_t v;
-  std::memcpy(&v, element(flat), sizeof v);
-  return v;
-}
-
-void HostTensor::set_int(std::int64_t flat, std::int64_t value) {
-  if (dtype_ == DType::i64) {
-    std::memcpy(element(flat), &value, sizeof value);
-  } else {
-    const auto v = static_cast<std::int32_t>(value);
-    std::memcpy(element(flat), &v, sizeof v);
-  }
-}
+std::int64_t HostTensor::get_int(std::int64_t flat) const { return decode_int(dtype_, element(flat)); }
+void HostTensor::set_int(std::int64_t flat, std::int64_t value) { encode_int(dtype_, value, element(flat)); }
 
 std::int64_t HostTensor::flat_index(std::int64_t i0, std::int64_t i1, std::int64_t i2,
                                     std::int64_t i3) const {

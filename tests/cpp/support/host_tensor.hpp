@@ -14,6 +14,9 @@ namespace vsa::test {
 double decode_float(DType dtype, const void* element);
 // Nearest representable value (any rounding of ties is fine for inputs).
 void encode_float(DType dtype, double value, void* element);
+// int32/int64 elements; other dtypes decode as 0 and encode nothing.
+std::int64_t decode_int(DType dtype, const void* element);
+void encode_int(DType dtype, std::int64_t value, void* element);
 
 class HostTensor {
  public:
