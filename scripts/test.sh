@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: the C++ suite (CTest, with
 # the CUDA code compiled for every listed arch when nvcc is present), the same
-# suite on the CPU backend under ASan + UBSan, and the Python suite (pytest).
-# GPU tests skip themselves on machines without a GPU.
+# suite on the CPU backend under ASan + UBSan, a bounded fuzz run, and the
+# Python suite (pytest). GPU tests skip themselves on machines without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,13 @@ ctest --preset ci
 cmake --preset asan
 cmake --build --preset asan
 ctest --preset asan
+
+# A bounded fuzz run (clang's libFuzzer) of the argument checks and the CPU
+# backend from the committed corpus: tests/fuzz/README.md.
+cmake --preset fuzz
+cmake --build --preset fuzz
+ctest --preset fuzz
+grep -h "stat::number_of_executed_units" build/fuzz/Testing/Temporary/LastTest.log || true
 
 # Without a GPU the extension's CUDA kernels could not run, so the Python
 # build skips them (the C++ build above already compiled them for all archs).
