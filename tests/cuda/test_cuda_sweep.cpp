@@ -173,14 +173,14 @@ TEST(CudaSweep, BackwardMatchesTheCpuBackend) {
   sweep("backward", [](AttentionProblem& problem, std::mt19937_64&) {
     const BackwardParams host = problem.backward_params();  // dq, dk, dv poisoned
     gpu_backward(problem, host);
-    problem.expect_backward_matches();  // against the float64 gradient, every element written
+    // Against the float64 gradient, every element written.
+    const ReferenceGradients exact = problem.expect_backward_matches();
     const HostTensor gpu[] = {problem.dq, problem.dk, problem.dv};
     for (HostTensor* t : {&problem.dq, &problem.dk, &problem.dv}) t->poison();
     vsa::backward(host);
     // Against the CPU backend, relative to the exact gradient's norm: where
     // that is zero (every row attends one key) both backends hold only
     // rounding noise, which must not be compared with itself.
-    const ReferenceGradients exact = reference_backward(problem.reference(), problem.bhsd_values(problem.dout));
     const HostTensor* cpu[] = {&problem.dq, &problem.dk, &problem.dv};
     const std::vector<double>* exact_grads[] = {&exact.dq, &exact.dk, &exact.dv};
     const char* names[] = {"dq", "dk", "dv"};

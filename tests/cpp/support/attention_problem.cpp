@@ -195,7 +195,7 @@ void AttentionProblem::expect_forward_matches(bool need_lse) const {
   }
 }
 
-void AttentionProblem::expect_backward_matches() const {
+ReferenceGradients AttentionProblem::expect_backward_matches() const {
   const ReferenceGradients g = reference_backward(reference(), bhsd_values(dout));
   const std::pair<const HostTensor*, const std::vector<double>*> grads[] = {
       {&dq, &g.dq}, {&dk, &g.dk}, {&dv, &g.dv}};
@@ -205,6 +205,7 @@ void AttentionProblem::expect_backward_matches() const {
     EXPECT_LE(relative_error(bhsd_values(*grads[n].first), *grads[n].second), tolerance(case_.dtype))
         << names[n];
   }
+  return g;
 }
 
 }  // namespace vsa::test

@@ -59,7 +59,8 @@ class AttentionProblem {
   // Compare the results of the last forward/backward call to the reference
   // (gtest expectations inside).
   void expect_forward_matches(bool need_lse = true) const;
-  void expect_backward_matches() const;
+  // Returns the float64 gradients it compared against.
+  ReferenceGradients expect_backward_matches() const;
 
   const AttentionCase& spec() const { return case_; }
 
