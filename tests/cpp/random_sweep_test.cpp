@@ -23,10 +23,14 @@ TEST(RandomSweep, ForwardAndBackwardMatchTheReference) {
     AttentionProblem problem(c, seed);
     randomize_block_sizes(problem, rng);
     const bool need_lse = rng() % 4 != 0;
-    vsa::forward(problem.forward_params(need_lse));
-    problem.expect_forward_matches(need_lse);
-    vsa::backward(problem.backward_params());
-    problem.expect_backward_matches();
+    try {
+      vsa::forward(problem.forward_params(need_lse));
+      problem.expect_forward_matches(need_lse);
+      vsa::backward(problem.backward_params());
+      problem.expect_backward_matches();
+    } catch (const Error& e) {  // reported here, where the trace names the case
+      ADD_FAILURE() << "vsa::Error: " << e.what();
+    }
     if (HasFailure()) return;  // one failing case is enough to read
   }
   std::printf("RandomSweep: %lld cases passed (first seed %llu)\n", static_cast<long long>(cases),

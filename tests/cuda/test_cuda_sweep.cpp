@@ -84,7 +84,11 @@ void sweep(const char* what, Body&& body) {
                  "; replay with VSA_SWEEP_SEED=" + std::to_string(seed) + " VSA_GPU_SWEEP_CASES=1");
     AttentionProblem problem(c, seed);
     randomize_block_sizes(problem, rng);
-    body(problem, rng);
+    try {
+      body(problem, rng);
+    } catch (const Error& e) {  // reported here, where the trace names the case
+      ADD_FAILURE() << "vsa::Error: " << e.what();
+    }
     if (::testing::Test::HasFailure()) return;
   }
   std::printf("CudaSweep %s: %lld cases passed on the %s kernel (first seed %llu)\n", what,
