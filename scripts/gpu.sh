@@ -73,7 +73,8 @@ fi
 #                nothing; torch.library.opcheck on CUDA  -> reliability.log
 #   sanitize     the C++ GPU tests under compute-sanitizer memcheck, racecheck,
 #                synccheck and initcheck, on both kernels, each run cut at
-#                VSA_SANITIZE_TIMEOUT (240) seconds  -> sanitize.log
+#                VSA_SANITIZE_TIMEOUT (240) seconds; VSA_SANITIZE_TOOLS and
+#                VSA_SANITIZE_KERNELS pick a subset  -> sanitize.log
 # e.g. scripts/gpu.sh build reliability sanitize (4 files back).
 cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
 # VSA_CUDA_KERNEL=sm80 runs only the suites that never touch the override
@@ -94,8 +95,9 @@ fi
 
 if want sanitize; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in memcheck racecheck synccheck initcheck; do
-    for kernel in sm90 sm80; do
+  # shellcheck disable=SC2086
+  for tool in ${VSA_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    for kernel in ${VSA_SANITIZE_KERNELS:-sm90 sm80}; do
       filter='*'
       [[ $kernel == sm80 ]] && filter=$portable_suites
       extra=()
