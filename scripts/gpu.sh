@@ -104,11 +104,12 @@ if want sanitize; then
       [[ $tool == memcheck ]] && extra=(--leak-check full)
       note "sanitize: $tool, VSA_CUDA_KERNEL=$kernel"
       echo "==== $tool, VSA_CUDA_KERNEL=$kernel, --gtest_filter=$filter" >> "$OUT/sanitize.log"
+      first_line=$(($(wc -l < "$OUT/sanitize.log") + 1))
       VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_SANITIZE_SWEEP_CASES:-16} \
         timeout "${VSA_SANITIZE_TIMEOUT:-240}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
         --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 >> "$OUT/sanitize.log" 2>&1
       rc=$?
-      { tail -n 200 "$OUT/sanitize.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" | tail -n 4
+      { tail -n "+$first_line" "$OUT/sanitize.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" | tail -n 4
         echo "   exit $rc"; } | tee -a "$OUT/summary.txt"
       ((rc == 0)) || status=1
     done
