@@ -99,5 +99,55 @@ if want bench; then
   tail -n 40 "$OUT/bench.log"
 fi
 
+# Two stages run only when named (each writes one more log; both need a
+# `build` first, in this call or an earlier one on the same machine):
+#   reliability  the random CUDA sweep against the CPU backend on both forward
+#                kernels, VSA_GPU_SWEEP_CASES (default 1000) cases each, forward
+#                repeated bitwise, backward (both dq paths); refused calls write
+#                nothing; torch.library.opcheck on CUDA  -> reliability.log
+#   sanitize     the C++ GPU tests under compute-sanitizer memcheck, racecheck,
+#                synccheck and initcheck, on both kernels, each run cut at
+#                VSA_SANITIZE_TIMEOUT (240) seconds; VSA_SANITIZE_TOOLS and
+#                VSA_SANITIZE_KERNELS pick a subset  -> sanitize.log
+# e.g. scripts/gpu.sh build reliability sanitize (4 files back).
+cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
+# The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family.
+portable_suites='CudaForward*:CudaPartialBlocks*:*CudaBackward*:CudaSweep*:CudaFailedCall*'
+
+if want reliability; then
+  note "reliability: CUDA sweep, ${VSA_GPU_SWEEP_CASES:-1000} cases per kernel"
+  for kernel in sm90 sm80; do
+    VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_GPU_SWEEP_CASES:-1000} \
+      "$cuda_tests" --gtest_filter='CudaSweep*:CudaFailedCall*' >> "$OUT/reliability.log" 2>&1 ||
+      { note "reliability sweep ($kernel) FAILED"; status=1; }
+  done
+  python3 -m pytest tests/python/test_opcheck.py -q -p no:cacheprovider >> "$OUT/reliability.log" 2>&1 ||
+    { note "opcheck FAILED"; status=1; }
+  grep -E "^CudaSweep|SKIPPED|PASSED|FAILED|passed|failed" "$OUT/reliability.log" | tee -a "$OUT/summary.txt"
+fi
+
+if want sanitize; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # shellcheck disable=SC2086
+  for tool in ${VSA_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    for kernel in ${VSA_SANITIZE_KERNELS:-sm90 sm80}; do
+      filter='*'
+      [[ $kernel == sm80 ]] && filter=$portable_suites
+      extra=()
+      [[ $tool == memcheck ]] && extra=(--leak-check full)
+      note "sanitize: $tool, VSA_CUDA_KERNEL=$kernel"
+      echo "==== $tool, VSA_CUDA_KERNEL=$kernel, --gtest_filter=$filter" >> "$OUT/sanitize.log"
+      first_line=$(($(wc -l < "$OUT/sanitize.log") + 1))
+      VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_SANITIZE_SWEEP_CASES:-16} \
+        timeout "${VSA_SANITIZE_TIMEOUT:-240}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+        --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 >> "$OUT/sanitize.log" 2>&1
+      rc=$?
+      { tail -n "+$first_line" "$OUT/sanitize.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" | tail -n 4
+        echo "   exit $rc"; } | tee -a "$OUT/summary.txt"
+      ((rc == 0)) || status=1
+    done
+  done
+fi
+
 note "done, status $status"
 exit $status

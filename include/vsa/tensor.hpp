@@ -34,6 +34,8 @@ struct TensorRef {
                               Device device = Device::cpu, int device_index = 0);
 
   bool defined() const { return data != nullptr; }
+  // The element count; -1 when an extent is negative or the count does not
+  // fit in int64 (the argument checks refuse such tensors).
   std::int64_t numel() const;
   bool is_contiguous() const;
   // "[2, 12, 4096, 128]" — used in error messages.

@@ -1,6 +1,7 @@
 #include "core/check.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/layout.hpp"
@@ -28,6 +29,7 @@ bool is_float_dtype(DType d) { return d == DType::bf16 || d == DType::f16 || d =
 void expect_sequence_tensor(const TensorRef& t, const char* name) {
   expect_defined(t, name);
   expect_rank(t, name, 4);
+  expect_addressable(t, name);
   if (!is_float_dtype(t.dtype))
     fail_unsupported(std::string(name) + ".dtype", "bfloat16, float16 or float32",
                      dtype_name(t.dtype));
@@ -83,6 +85,13 @@ void expect_rank(const TensorRef& t, const char* name, int rank) {
 void expect_int_dtype(const TensorRef& t, const char* name) {
   if (t.dtype != DType::i32 && t.dtype != DType::i64)
     fail(std::string(name) + ".dtype", "int32 or int64", dtype_name(t.dtype));
+}
+
+void expect_addressable(const TensorRef& t, const char* name) {
+  const std::int64_t count = t.numel();
+  const auto size = static_cast<std::int64_t>(dtype_size(t.dtype) > 0 ? dtype_size(t.dtype) : 1);
+  if (count < 0 || count > std::numeric_limits<std::int64_t>::max() / size)
+    fail(std::string(name) + ".shape", "extents >= 0 whose bytes fit in int64", t.shape_string());
 }
 
 void expect_contiguous(const TensorRef& t, const char* name) {
@@ -157,6 +166,7 @@ ProblemShape check_inputs(const AttentionInputs& in) {
   expect_defined(vbs, "variable_block_sizes");
   expect_same_device(vbs, "variable_block_sizes", in.q);
   expect_rank(vbs, "variable_block_sizes", 1);
+  expect_addressable(vbs, "variable_block_sizes");
   expect_int_dtype(vbs, "variable_block_sizes");
   expect_contiguous(vbs, "variable_block_sizes");
   s.num_kv_blocks = vbs.shape[0];
@@ -176,6 +186,7 @@ ProblemShape check_inputs(const AttentionInputs& in) {
   expect_defined(idx, "q2k_idx");
   expect_same_device(idx, "q2k_idx", in.q);
   expect_rank(idx, "q2k_idx", 4);
+  expect_addressable(idx, "q2k_idx");
   expect_int_dtype(idx, "q2k_idx");
   s.max_kv = idx.shape[3];
   if (s.max_kv < 1) fail("q2k_idx.shape", "max_kv >= 1 (last axis)", "max_kv = " + str(s.max_kv));
@@ -186,6 +197,7 @@ ProblemShape check_inputs(const AttentionInputs& in) {
   expect_defined(num, "q2k_num");
   expect_same_device(num, "q2k_num", in.q);
   expect_rank(num, "q2k_num", 3);
+  expect_addressable(num, "q2k_num");
   expect_int_dtype(num, "q2k_num");
   expect_shape(num, "q2k_num", {s.batch, s.heads, s.num_q_blocks});
   expect_contiguous(num, "q2k_num");

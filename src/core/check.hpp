@@ -17,6 +17,9 @@ namespace vsa::detail {
 void expect_defined(const TensorRef& t, const char* name);
 void expect_rank(const TensorRef& t, const char* name, int rank);
 void expect_int_dtype(const TensorRef& t, const char* name);
+// Extents >= 0 whose bytes fit in int64: a descriptor of more memory than a
+// process can hold is refused before any count or offset is computed from it.
+void expect_addressable(const TensorRef& t, const char* name);
 void expect_contiguous(const TensorRef& t, const char* name);
 void expect_same_device(const TensorRef& t, const char* name, const TensorRef& ref,
                         const char* ref_name = "q");

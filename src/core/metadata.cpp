@@ -12,6 +12,7 @@
 namespace vsa {
 namespace {
 
+using detail::expect_addressable;
 using detail::expect_contiguous;
 using detail::expect_defined;
 using detail::expect_int_dtype;
@@ -28,6 +29,7 @@ void expect_int_tensor(const TensorRef& t, const char* name, int rank, const Ten
   expect_defined(t, name);
   expect_same_device(t, name, ref, ref_name);
   expect_rank(t, name, rank);
+  expect_addressable(t, name);
   expect_int_dtype(t, name);
   expect_contiguous(t, name);
 }
@@ -56,6 +58,7 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
                   void* stream) {
   expect_defined(block_map, "block_map");
   expect_rank(block_map, "block_map", 4);
+  expect_addressable(block_map, "block_map");
   if (block_map.dtype != DType::boolean) fail("block_map.dtype", "bool", dtype_name(block_map.dtype));
   expect_contiguous(block_map, "block_map");
   if (block_map.shape[3] < 1)

@@ -48,17 +48,35 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, std::initializer_list<s
   return t;
 }
 
+namespace {
+
+// The axes a loop may visit: a rank outside [0, kMaxRank] is bad input that
+// the checks report, and must not send a loop past the shape array.
+int axes(int rank) { return rank < 0 ? 0 : rank > kMaxRank ? kMaxRank : rank; }
+
+}  // namespace
+
 std::int64_t TensorRef::numel() const {
+  bool empty = false;
+  for (int i = 0; i < axes(rank); ++i) {
+    if (shape[i] < 0) return -1;
+    empty = empty || shape[i] == 0;
+  }
+  if (empty) return 0;
   std::int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= shape[i];
+  for (int i = 0; i < axes(rank); ++i)
+    if (__builtin_mul_overflow(n, shape[i], &n)) return -1;
   return n;
 }
 
 bool TensorRef::is_contiguous() const {
+  // Once the step over the inner axes passes the int64 range, no stride can
+  // equal it: only extent-1 axes may follow.
   std::int64_t step = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    if (shape[i] != 1 && stride[i] != step) return false;
-    step *= shape[i];
+  bool beyond = false;
+  for (int i = axes(rank) - 1; i >= 0; --i) {
+    if (shape[i] != 1 && (beyond || stride[i] != step)) return false;
+    beyond = beyond || __builtin_mul_overflow(step, shape[i], &step);
   }
   return true;
 }
@@ -67,6 +85,7 @@ bool TensorRef::is_contiguous() const {
 // static libstdc++ (the GPU machine's toolchain) crashed in its first
 // ostringstream once numpy was loaded.
 std::string TensorRef::shape_string() const {
+  if (rank != axes(rank)) return "(no shape: rank outside [0, " + std::to_string(kMaxRank) + "])";
   std::string s = "[";
   for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";

@@ -72,6 +72,31 @@ TEST(ForwardRejects, WrongRank) {
                          [](ForwardParams& p, AttentionProblem&) { p.in.variable_block_sizes.rank = 2; });
 }
 
+// A rank past the descriptor's kMaxRank shape entries (found by the
+// fuzzer: the error message read the shape array out of bounds).
+TEST(ForwardRejects, RankOutsideTheDescriptor) {
+  for (int rank : {5, 64, -1}) {
+    expect_forward_rejects("q", [&](ForwardParams& p, AttentionProblem&) { p.in.q.rank = rank; });
+    expect_forward_rejects("lse.shape", [&](ForwardParams& p, AttentionProblem&) { p.lse.rank = rank; });
+    expect_forward_rejects("q2k_idx", [&](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.rank = rank; });
+  }
+}
+
+// Extents consistent with each other but describing more memory than a
+// process has (found by the fuzzer: computing their element count
+// overflowed int64).
+TEST(ForwardRejects, ExtentsPastTheAddressSpace) {
+  for (std::int64_t batch : {std::int64_t{1} << 61, std::int64_t{1} << 62}) {
+    expect_forward_rejects("q.shape", [&](ForwardParams& p, AttentionProblem&) {
+      for (TensorRef* t : {&p.in.q, &p.in.k, &p.in.v, &p.in.q2k_idx, &p.in.q2k_num, &p.out, &p.lse})
+        t->shape[0] = batch;
+    });
+  }
+  expect_forward_rejects("q2k_idx.shape", [](ForwardParams& p, AttentionProblem&) {
+    p.in.q2k_idx.shape[3] = std::int64_t{1} << 60;  // max_kv
+  });
+}
+
 TEST(ForwardRejects, MismatchedShapes) {
   expect_forward_rejects("v.shape", [](ForwardParams& p, AttentionProblem&) { p.in.v.shape[2] -= 64; });
   expect_forward_rejects("out.shape", [](ForwardParams& p, AttentionProblem&) { p.out.shape[1] -= 1; });

@@ -9,6 +9,7 @@
 
 #include "support/expect_error.hpp"
 #include "support/host_tensor.hpp"
+#include "support/test_seed.hpp"
 
 namespace vsa::test {
 namespace {

@@ -13,51 +13,22 @@
 #include <tuple>
 #include <vector>
 
-#include "device_problem.hpp"
+#include "attention_cases.hpp"
+#include "device_buffer.hpp"
 
 namespace vsa::test {
 namespace {
 
-// The problem's backward tensors mirrored on the GPU with the workspace the
-// library asks for; run() computes dq, dk, dv and copies them back.
-class DeviceBackward {
- public:
-  DeviceBackward(AttentionProblem& problem, bool deterministic)
-      : params_(problem.backward_params()), inputs_(problem), out_(problem.out),
-        lse_(problem.lse), dout_(problem.dout), dq_(problem.dq), dk_(problem.dk), dv_(problem.dv) {
-    params_.deterministic = deterministic;
-    params_.in = inputs_.inputs();
-    params_.out = out_.ref();
-    params_.lse = lse_.ref();
-    params_.dout = dout_.ref();
-    params_.dq = dq_.ref();
-    params_.dk = dk_.ref();
-    params_.dv = dv_.ref();
-  }
-
-  std::size_t workspace_bytes() const { return backward_workspace_bytes(params_); }
-
-  void run(std::size_t workspace_bytes) {
-    DeviceBytes workspace(workspace_bytes);
-    params_.workspace = workspace.data();
-    params_.workspace_bytes = workspace.size();
-    vsa::backward(params_);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    dq_.copy_back();
-    dk_.copy_back();
-    dv_.copy_back();
-  }
-  void run() { run(workspace_bytes()); }
-
- private:
-  BackwardParams params_;
-  DeviceInputs inputs_;
-  DeviceMirror out_, lse_, dout_, dq_, dk_, dv_;
-};
+// A backward of `problem` on the GPU (dq, dk, dv poisoned first).
+DeviceBackward gpu_backward(AttentionProblem& problem, bool deterministic) {
+  BackwardParams host = problem.backward_params();
+  host.deterministic = deterministic;
+  return DeviceBackward(problem, host);
+}
 
 void expect_gpu_backward_matches(AttentionProblem& problem, bool deterministic) {
   ASSERT_TRUE(supported(DeviceInputs(problem).inputs()).ok);
-  DeviceBackward device(problem, deterministic);
+  DeviceBackward device = gpu_backward(problem, deterministic);
   device.run();
   problem.expect_backward_matches();
 }
@@ -160,7 +131,7 @@ TEST_P(CudaBackwardEdges, RepeatableBitForBit) {
   c.kv_heads = 2;
   c.duplicates = true;
   AttentionProblem problem(c, next_seed());
-  DeviceBackward device(problem, deterministic);
+  DeviceBackward device = gpu_backward(problem, deterministic);
   device.run();
   const HostTensor dq = problem.dq, dk = problem.dk, dv = problem.dv;
   device.run();
@@ -178,8 +149,8 @@ TEST_P(CudaBackwardEdges, TooSmallWorkspaceIsAnErrorAndWritesNothing) {
   AttentionCase c;
   c.dtype = DType::bf16;
   AttentionProblem problem(c, next_seed());
-  DeviceBackward device(problem, GetParam());
-  const std::size_t needed = device.workspace_bytes();
+  DeviceBackward device = gpu_backward(problem, GetParam());
+  const std::size_t needed = backward_workspace_bytes(device.params);
   ASSERT_GT(needed, 0u);
   try {
     device.run(needed - 256);

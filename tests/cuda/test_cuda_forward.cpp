@@ -8,7 +8,8 @@
 #include <tuple>
 #include <vector>
 
-#include "device_problem.hpp"
+#include "attention_cases.hpp"
+#include "device_buffer.hpp"
 
 namespace vsa::test {
 namespace {

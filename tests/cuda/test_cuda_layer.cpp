@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "device_problem.hpp"
+#include "device_buffer.hpp"
 #include "support/layer_problem.hpp"
 
 namespace vsa::test {

@@ -1,4 +1,4 @@
-// The dispatcher's choice of forward kernel and its override; no GPU needed.
+// The dispatcher's choice of kernel family and its override; no GPU needed.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -13,12 +13,27 @@
 namespace vsa::cuda {
 namespace {
 
-// Sets VSA_CUDA_KERNEL for one test and restores the absence after it.
+// Each test starts without VSA_CUDA_KERNEL; the value the process had (say
+// sm80, for a run of the whole binary on the portable kernels) comes back after.
 class KernelChoice : public ::testing::Test {
  protected:
-  void SetUp() override { unsetenv("VSA_CUDA_KERNEL"); }
-  void TearDown() override { unsetenv("VSA_CUDA_KERNEL"); }
+  void SetUp() override {
+    const char* value = std::getenv("VSA_CUDA_KERNEL");
+    had_value_ = value != nullptr;
+    if (had_value_) saved_ = value;
+    unsetenv("VSA_CUDA_KERNEL");
+  }
+  void TearDown() override {
+    if (had_value_)
+      setenv("VSA_CUDA_KERNEL", saved_.c_str(), 1);
+    else
+      unsetenv("VSA_CUDA_KERNEL");
+  }
   static bool built_with_sm90a() { return archs().find("90a") != std::string::npos; }
+
+ private:
+  bool had_value_ = false;
+  std::string saved_;
 };
 
 TEST_F(KernelChoice, HopperGetsTheHopperKernelWhenBuiltForIt) {

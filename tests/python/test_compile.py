@@ -1,4 +1,4 @@
-"""The custom ops under torch.library.opcheck and torch.compile(fullgraph=True)."""
+"""The custom ops under torch.compile(fullgraph=True) (torch.library.opcheck of every op: test_opcheck.py)."""
 
 import pytest
 import torch
@@ -26,24 +26,6 @@ class SparseAttentionBlock(torch.nn.Module):
         out, lse = vsa.block_sparse_attn(q, kv, kv, *lists, vbs)
         masked, _ = vsa.block_sparse_attn_from_mask(q, kv, kv, block_map, vbs, need_lse=False)
         return out + masked, lse
-
-
-def test_opcheck(gen):
-    """Schema, fake kernels, autograd registration and AOT dispatch of every op."""
-    p = make_problem(gen, nq=2, nk=2, min_count=1)
-    q = p.q.requires_grad_()
-    torch.library.opcheck(torch.ops.vsa.forward.default,
-                          (q, p.k, p.v, *p.lists, 0.0, True, "bhsd", False))
-    out, lse = torch.ops.vsa.forward(p.q, p.k, p.v, *p.lists, 0.0, True, "bhsd", False)
-    torch.library.opcheck(torch.ops.vsa.backward.default,
-                          (torch.randn_like(out), p.q.detach(), p.k, p.v, out.detach(), lse,
-                           *p.lists, 0.0, "bhsd", False))
-    torch.library.opcheck(torch.ops.vsa.map_to_index.default,
-                          (torch.rand(1, 2, 3, 4, generator=gen) > 0.5,))
-    torch.library.opcheck(torch.ops.vsa.topk_to_index.default,
-                          (torch.randperm(6, generator=gen)[:4].reshape(1, 1, 1, 4),))
-    torch.library.opcheck(torch.ops.vsa.invert_indices.default,
-                          (p.q2k_idx, p.q2k_num, 2, 2))
 
 
 def test_compile_fullgraph_forward_and_backward(gen):

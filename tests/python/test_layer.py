@@ -122,22 +122,6 @@ def test_stages_compose_to_the_layer(gen):
     assert torch.equal(out, layer(p))
 
 
-def test_opcheck(gen):
-    p = draw_layer_problem(gen, heads=2, kv_heads=1, nq=2, nk=3)
-    q = p.q.clone().requires_grad_()
-    torch.library.opcheck(torch.ops.vsa.block_mean.default, (q, p.q_vbs, "bhsd"))
-    means = [torch.randn(s, generator=gen) for s in ((1, 2, 2, 64), (1, 1, 3, 64), (1, 1, 3, 64))]
-    torch.library.opcheck(torch.ops.vsa.coarse_stage.default,
-                          ([m.requires_grad_() for m in means]) + [p.vbs, 2, 0.0])
-    coarse = torch.randn(1, 2, 2, 64, generator=gen, requires_grad=True)
-    for gate in (p.gate, None):
-        torch.library.opcheck(torch.ops.vsa.gate_combine.default, (q, coarse, gate, "bhsd"))
-    torch.library.opcheck(torch.ops.vsa.block_mean_backward.default,
-                          (means[0].detach(), p.q_vbs, list(p.q.shape), p.q.dtype, "bhsd"))
-    torch.library.opcheck(torch.ops.vsa.gate_combine_backward.default,
-                          (p.q, coarse.detach(), p.gate, "bhsd"))
-
-
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_compile_fullgraph_forward_and_backward(gen, backend):
     torch._dynamo.reset()

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace vsa::test {
@@ -65,11 +66,13 @@ void AttentionProblem::set_list(std::int64_t b, std::int64_t h, std::int64_t i,
   const AttentionCase& c = case_;
   const std::int64_t row = (b * c.heads + h) * c.num_q_blocks + i;
   const auto count = static_cast<std::int64_t>(blocks.size());
-  for (std::int64_t e = 0; e < c.max_kv; ++e) {
-    // Padding alternates -1 and ids far out of range: neither may be read.
-    const std::int64_t padding = e % 2 == 0 ? -1 : 1000 + c.num_kv_blocks;
-    q2k_idx.set_int(row * c.max_kv + e, e < count ? blocks[static_cast<std::size_t>(e)] : padding);
-  }
+  // Padding cycles through -1 and ids out of range — NK (one past the end),
+  // far past it, the int32 extremes — none of which any backend may read.
+  const std::int64_t padding[] = {-1, c.num_kv_blocks, 1000 + c.num_kv_blocks,
+                                  std::numeric_limits<std::int32_t>::max(),
+                                  std::numeric_limits<std::int32_t>::min()};
+  for (std::int64_t e = 0; e < c.max_kv; ++e)
+    q2k_idx.set_int(row * c.max_kv + e, e < count ? blocks[static_cast<std::size_t>(e)] : padding[e % 5]);
   q2k_num.set_int(row, count);
 }
 
@@ -192,7 +195,7 @@ void AttentionProblem::expect_forward_matches(bool need_lse) const {
   }
 }
 
-void AttentionProblem::expect_backward_matches() const {
+ReferenceGradients AttentionProblem::expect_backward_matches() const {
   const ReferenceGradients g = reference_backward(reference(), bhsd_values(dout));
   const std::pair<const HostTensor*, const std::vector<double>*> grads[] = {
       {&dq, &g.dq}, {&dk, &g.dk}, {&dv, &g.dv}};
@@ -202,6 +205,7 @@ void AttentionProblem::expect_backward_matches() const {
     EXPECT_LE(relative_error(bhsd_values(*grads[n].first), *grads[n].second), tolerance(case_.dtype))
         << names[n];
   }
+  return g;
 }
 
 }  // namespace vsa::test

@@ -10,6 +10,7 @@
 
 #include "support/host_tensor.hpp"
 #include "support/reference_attention.hpp"
+#include "support/test_seed.hpp"
 
 namespace vsa::test {
 
@@ -36,11 +37,11 @@ class AttentionProblem {
  public:
   // Random inputs and metadata: list lengths uniform in [0, max_kv] (so some
   // rows are empty and lengths differ), ids unsorted, padding past the count
-  // filled with -1 and out-of-range garbage; vbs mixes full, partial and zero
-  // blocks.
+  // filled with -1 and out-of-range garbage (NK, NK + 1000, INT32_MAX,
+  // INT32_MIN); vbs mixes full, partial and zero blocks.
   AttentionProblem(const AttentionCase& c, std::uint64_t seed);
 
-  // Replace the list of query block i of (b, h), padding the rest with -1.
+  // Replace the list of query block i of (b, h), padding the rest as above.
   void set_list(std::int64_t b, std::int64_t h, std::int64_t i, const std::vector<std::int64_t>& blocks);
   void set_vbs(std::int64_t block, std::int64_t valid);
 
@@ -58,7 +59,8 @@ class AttentionProblem {
   // Compare the results of the last forward/backward call to the reference
   // (gtest expectations inside).
   void expect_forward_matches(bool need_lse = true) const;
-  void expect_backward_matches() const;
+  // Returns the float64 gradients it compared against.
+  ReferenceGradients expect_backward_matches() const;
 
   const AttentionCase& spec() const { return case_; }
 

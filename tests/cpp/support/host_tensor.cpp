@@ -1,7 +1,5 @@
 #include "support/host_tensor.hpp"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -74,6 +72,29 @@ void encode_float(DType dtype, double value, void* element) {
   }
 }
 
+std::int64_t decode_int(DType dtype, const void* element) {
+  if (dtype == DType::i64) {
+    std::int64_t v;
+    std::memcpy(&v, element, sizeof v);
+    return v;
+  }
+  if (dtype == DType::i32) {
+    std::int32_t v;
+    std::memcpy(&v, element, sizeof v);
+    return v;
+  }
+  return 0;
+}
+
+void encode_int(DType dtype, std::int64_t value, void* element) {
+  if (dtype == DType::i64) {
+    std::memcpy(element, &value, sizeof value);
+  } else if (dtype == DType::i32) {
+    const auto v = static_cast<std::int32_t>(value);
+    std::memcpy(element, &v, sizeof v);
+  }
+}
+
 HostTensor::HostTensor(DType dtype, std::vector<std::int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)), stride_(shape_.size()) {
   std::int64_t step = 1;
@@ -128,25 +149,8 @@ const unsigned char* HostTensor::element(std::int64_t flat) const {
 double HostTensor::get(std::int64_t flat) const { return decode_float(dtype_, element(flat)); }
 void HostTensor::set(std::int64_t flat, double value) { encode_float(dtype_, value, element(flat)); }
 
-std::int64_t HostTensor::get_int(std::int64_t flat) const {
-  if (dtype_ == DType::i64) {
-    std::int64_t v;
-    std::memcpy(&v, element(flat), sizeof v);
-    return v;
-  }
-  std::int32_t v;
-  std::memcpy(&v, element(flat), sizeof v);
-  return v;
-}
-
-void HostTensor::set_int(std::int64_t flat, std::int64_t value) {
-  if (dtype_ == DType::i64) {
-    std::memcpy(element(flat), &value, sizeof value);
-  } else {
-    const auto v = static_cast<std::int32_t>(value);
-    std::memcpy(element(flat), &v, sizeof v);
-  }
-}
+std::int64_t HostTensor::get_int(std::int64_t flat) const { return decode_int(dtype_, element(flat)); }
+void HostTensor::set_int(std::int64_t flat, std::int64_t value) { encode_int(dtype_, value, element(flat)); }
 
 std::int64_t HostTensor::flat_index(std::int64_t i0, std::int64_t i1, std::int64_t i2,
                                     std::int64_t i3) const {
@@ -205,29 +209,19 @@ bool HostTensor::written_exactly_view() const {
 }
 
 double relative_error(const std::vector<double>& actual, const std::vector<double>& expected) {
-  if (actual.size() != expected.size()) return INFINITY;
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    diff += (actual[i] - expected[i]) * (actual[i] - expected[i]);
-    norm += expected[i] * expected[i];
-  }
-  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return relative_difference(actual, expected, expected);
 }
 
-std::uint64_t next_seed() {
-  // The counter restarts with every test, so a test draws the same seeds
-  // whether it runs alone or in the whole suite.
-  static std::string last_test;
-  static std::uint64_t counter = 0;
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "";
-  if (name != last_test) {
-    last_test = name;
-    counter = 0;
+double relative_difference(const std::vector<double>& a, const std::vector<double>& b,
+                           const std::vector<double>& scale) {
+  if (a.size() != b.size() || a.size() != scale.size()) return INFINITY;
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += scale[i] * scale[i];
   }
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return hash + ++counter;
+  if (norm > 0.0) return std::sqrt(diff / norm);
+  return a.empty() ? 0.0 : std::sqrt(diff / static_cast<double>(a.size()));
 }
 
 }  // namespace vsa::test

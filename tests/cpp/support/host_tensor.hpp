@@ -1,5 +1,6 @@
 // Owning host buffers for the tests, with their own element encoding and
 // decoding (independent of the library's conversions) and NaN poisoning.
+// Free of GoogleTest, so the fuzzers share it.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ namespace vsa::test {
 double decode_float(DType dtype, const void* element);
 // Nearest representable value (any rounding of ties is fine for inputs).
 void encode_float(DType dtype, double value, void* element);
+// int32/int64 elements; other dtypes decode as 0 and encode nothing.
+std::int64_t decode_int(DType dtype, const void* element);
+void encode_int(DType dtype, std::int64_t value, void* element);
 
 class HostTensor {
  public:
@@ -46,6 +50,8 @@ class HostTensor {
   void poison();
   // Whether the whole storage still holds the poison.
   bool untouched() const;
+  // Whether the two storages hold the same bytes (a bitwise repeat).
+  bool same_bytes(const HostTensor& other) const { return storage_ == other.storage_; }
   // Whether every element of the view was overwritten (not NaN / not poison)
   // while every storage element outside the view still holds the poison.
   bool written_exactly_view() const;
@@ -61,11 +67,15 @@ class HostTensor {
   std::vector<unsigned char> storage_;
 };
 
-// Relative Frobenius error ||actual - expected|| / ||expected|| (the absolute
-// norm when expected is all zero).
+// Relative Frobenius error ||actual - expected|| / ||expected||. When
+// expected is all zero (e.g. dq and dk when every row attends one key, so
+// the softmax has no gradient), the root-mean-square error per element
+// instead: the test inputs are of order 1, so that is relative to their
+// scale, and it does not grow with the element count as the norm would.
 double relative_error(const std::vector<double>& actual, const std::vector<double>& expected);
-
-// Reproducible seeds: a hash of the running test's name plus a counter.
-std::uint64_t next_seed();
+// ||a - b|| / ||scale||, with the same root-mean-square fallback when scale
+// is all zero: two approximations compared relative to the exact value.
+double relative_difference(const std::vector<double>& a, const std::vector<double>& b,
+                           const std::vector<double>& scale);
 
 }  // namespace vsa::test

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "support/host_tensor.hpp"
+#include "support/test_seed.hpp"
 
 namespace vsa::test {
 
