@@ -49,13 +49,16 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
   const std::int64_t rows = topk.shape[0] * topk.shape[1] * topk.shape[2];
   const int k = static_cast<int>(topk.shape[3]);
   const DeviceGuard device(topk.device_index);
-  const std::size_t smem = static_cast<std::size_t>(k) * sizeof(long long);
+  // Two ids of slack: nvcc reads the row's tail in 16-byte pairs, one id past
+  // the last when K is odd — a read compute-sanitizer memcheck reported as out
+  // of bounds (H200, 2026-11-30). The slack is never written or used.
+  const std::size_t smem = static_cast<std::size_t>(k + 2) * sizeof(long long);
   int max_smem = 0;
   check_cuda(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, topk.device_index),
              "cudaDeviceGetAttribute(shared memory)");
   if (smem > static_cast<std::size_t>(max_smem))
     throw Error(ErrorKind::unsupported, "topk.shape",
-                "at most " + std::to_string(max_smem / sizeof(long long)) + " ids per row on this GPU",
+                "at most " + std::to_string(max_smem / sizeof(long long) - 2) + " ids per row on this GPU",
                 topk.shape_string());
   if (rows == 0) return;
   check_cuda(cudaFuncSetAttribute(topk_to_index_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
