@@ -110,4 +110,10 @@ __device__ __forceinline__ BwdKeyRows<Elem> key_rows(const BwdKernelParams& p, c
           static_cast<Elem*>(p.dv) + b * p.dv_stride.batch + h * p.dv_stride.head + key * p.dv_stride.seq};
 }
 
+// The grid of the key pass: a CTA per 64-key tile × kv heads × batch.
+inline dim3 key_tile_grid(const BwdKernelParams& p, int num_kv_tiles, int batch) {
+  return dim3(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
+              static_cast<unsigned>(batch));
+}
+
 }  // namespace vsa::cuda

@@ -134,4 +134,11 @@ struct RowStats {
         delta{__ldg(p.delta + stat_of_row), __ldg(p.delta + stat_of_row + 8)} {}
 };
 
+// The grid of a kernel with a CTA per kCtaRows-row query tile: tiles × heads × batch.
+template <int kCtaRows, class Params>
+inline dim3 query_tile_grid(const Params& p, int batch) {
+  return dim3(static_cast<unsigned>(p.num_q_blocks * (p.block / kCtaRows)), static_cast<unsigned>(p.heads),
+              static_cast<unsigned>(batch));
+}
+
 }  // namespace vsa::cuda

@@ -90,10 +90,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
 
 template <class Elem, int kHeadDim>
 void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(p.heads),
-                  static_cast<unsigned>(batch));
-  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(grid, kBwdThreads, stream, p,
-                                                                                    "bwd_dq_kernel (sm80)");
+  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(
+      query_tile_grid<kTileRows>(p, batch), kBwdThreads, stream, p, "bwd_dq_kernel (sm80)");
 }
 
 }  // namespace vsa::cuda::sm80

@@ -96,10 +96,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
-                  static_cast<unsigned>(batch));
-  launch_kernel<bwd_kernel<Elem, kHeadDim>, bwd_smem_bytes<Elem, kHeadDim>()>(grid, kBwdThreads, stream, p,
-                                                                              "bwd_kernel (sm80)");
+  launch_kernel<bwd_kernel<Elem, kHeadDim>, bwd_smem_bytes<Elem, kHeadDim>()>(
+      key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
 }
 
 }  // namespace vsa::cuda::sm80

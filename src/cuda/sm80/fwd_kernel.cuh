@@ -102,10 +102,8 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
 
 template <class Elem, int kHeadDim, int kCtaRows>
 void launch_fwd(const FwdKernelParams& p, int batch, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kCtaRows)),
-                  static_cast<unsigned>(p.heads), static_cast<unsigned>(batch));
   launch_kernel<fwd_kernel<Elem, kHeadDim, kCtaRows>, fwd_smem_bytes<Elem, kHeadDim, kCtaRows>()>(
-      grid, fwd_threads<kCtaRows>(), stream, p, "fwd_kernel (sm80)");
+      query_tile_grid<kCtaRows>(p, batch), fwd_threads<kCtaRows>(), stream, p, "fwd_kernel (sm80)");
 }
 
 }  // namespace vsa::cuda::sm80

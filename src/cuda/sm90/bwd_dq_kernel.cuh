@@ -119,10 +119,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
 
 template <class Elem, int kHeadDim>
 void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(p.heads),
-                  static_cast<unsigned>(batch));
-  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(grid, kWarpgroupThreads, stream, p,
-                                                                                    "bwd_dq_kernel (sm90)");
+  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(
+      query_tile_grid<kTileRows>(p, batch), kWarpgroupThreads, stream, p, "bwd_dq_kernel (sm90)");
 }
 
 }  // namespace vsa::cuda::sm90

@@ -111,10 +111,8 @@ constexpr int fwd_smem_bytes() {
 
 template <class Elem, int kHeadDim>
 void launch_fwd(const FwdKernelParams& p, int batch, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)),
-                  static_cast<unsigned>(p.heads), static_cast<unsigned>(batch));
-  launch_kernel<fwd_kernel<Elem, kHeadDim>, fwd_smem_bytes<Elem, kHeadDim>()>(grid, kThreads, stream, p,
-                                                                              "fwd_kernel (sm90)");
+  launch_kernel<fwd_kernel<Elem, kHeadDim>, fwd_smem_bytes<Elem, kHeadDim>()>(
+      query_tile_grid<kTileRows>(p, batch), kThreads, stream, p, "fwd_kernel (sm90)");
 }
 
 }  // namespace vsa::cuda::sm90
