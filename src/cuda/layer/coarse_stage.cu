@@ -64,7 +64,12 @@ __host__ __device__ constexpr int round_up(int x, int to) { return (x + to - 1) 
 // ≡ 8 (mod 32) so four consecutive rows fall on distinct banks.
 __host__ __device__ constexpr int score_pitch(int nk) { return round_up(nk, 32) + 8; }
 
-// Shared memory: [q rows | 2 stages | scores | histograms | row scales | live bits | live count].
+// Shared memory: [q rows | 2 stages | scores | histograms | row scales | live bits | live count |
+// slack]. The slack (16 bytes, never written or used) is for nvcc's 16-byte reads of the live
+// bits' tail, up to 12 bytes past the live count: compute-sanitizer memcheck reported them as
+// out of bounds on the H200 (2026-11-30).
+constexpr int kSlackWords = 4;
+
 template <int kHeadDim, int kRows>
 struct SmemLayout {
   static constexpr int kQPitch = kHeadDim + 4;
@@ -74,7 +79,7 @@ struct SmemLayout {
   __host__ __device__ static std::size_t bytes(int nk) {
     const std::size_t floats = static_cast<std::size_t>(kRows) * kQPitch + 2 * kStageFloats +
                                static_cast<std::size_t>(kRows) * score_pitch(nk) + kWarps * kBins + kRows;
-    return 4 * (floats + static_cast<std::size_t>(round_up(nk, 32) / 32) + 1);
+    return 4 * (floats + static_cast<std::size_t>(round_up(nk, 32) / 32) + 1 + kSlackWords);
   }
 };
 
