@@ -72,10 +72,10 @@ fi
 if want kernels; then
   note "kernels: forward and backward of both kernel families, no Python (bench/kernel)"
   kb=build/gpu/bench/kernel/vsa_kernel_bench
-  for family in default sm80; do
+  for family in default sm90v1 sm80; do
     for shape in "12 624 63 128 64 1" "16 768 64 128 64 0" "16 384 32 128 128 0" "12 624 63 64 64 1"; do
       # shellcheck disable=SC2086
-      echo "$family: $(if [[ $family == sm80 ]]; then VSA_CUDA_KERNEL=sm80 $kb $shape; else $kb $shape; fi 2>&1)"
+      echo "$family: $(if [[ $family == default ]]; then $kb $shape; else VSA_CUDA_KERNEL=$family $kb $shape; fi 2>&1)"
     done
   done | tee "$OUT/kernels.log" | tee -a "$OUT/summary.txt"
 fi
@@ -101,24 +101,30 @@ fi
 
 # Two stages run only when named (each writes one more log; both need a
 # `build` first, in this call or an earlier one on the same machine):
-#   reliability  the random CUDA sweep against the CPU backend on both forward
-#                kernels, VSA_GPU_SWEEP_CASES (default 1000) cases each, forward
+#   reliability  the random CUDA sweep against the CPU backend on every forward
+#                kernel (Hopper v2 and v1, portable), VSA_GPU_SWEEP_CASES (default 1000) cases each, forward
 #                repeated bitwise, backward (both dq paths); refused calls write
 #                nothing; torch.library.opcheck on CUDA  -> reliability.log
 #   sanitize     the C++ GPU tests under compute-sanitizer memcheck, racecheck,
-#                synccheck and initcheck, on both kernels, each run cut at
+#                synccheck and initcheck, on both kernel families (and
+#                the Hopper forward's v1 with VSA_SANITIZE_KERNELS=sm90v1), each run cut at
 #                VSA_SANITIZE_TIMEOUT (240) seconds; VSA_SANITIZE_TOOLS and
 #                VSA_SANITIZE_KERNELS pick a subset  -> sanitize.log
 # e.g. scripts/gpu.sh build reliability sanitize (4 files back).
 cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
-# The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family.
-portable_suites='CudaForward*:CudaPartialBlocks*:*CudaBackward*:CudaSweep*:CudaFailedCall*'
+# The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family
+# (parameterized suites carry a prefix: Cases/CudaForward.*), and those that
+# sm90v1 switches to the Hopper forward's first version.
+portable_suites='*CudaForward*:*CudaPartialBlocks*:*CudaBackward*:CudaSweep*:CudaFailedCall*'
+hopper_v1_suites='*CudaForward*:*CudaPartialBlocks*:CudaSweep.*Forward*:CudaFailedCall*'
 
 if want reliability; then
   note "reliability: CUDA sweep, ${VSA_GPU_SWEEP_CASES:-1000} cases per kernel"
-  for kernel in sm90 sm80; do
+  for kernel in sm90 sm90v1 sm80; do
+    sweep='CudaSweep*:CudaFailedCall*'
+    [[ $kernel == sm90v1 ]] && sweep='CudaSweep.Forward*'  # v1 is a forward kernel only
     VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_GPU_SWEEP_CASES:-1000} \
-      "$cuda_tests" --gtest_filter='CudaSweep*:CudaFailedCall*' >> "$OUT/reliability.log" 2>&1 ||
+      "$cuda_tests" --gtest_filter="$sweep" >> "$OUT/reliability.log" 2>&1 ||
       { note "reliability sweep ($kernel) FAILED"; status=1; }
   done
   python3 -m pytest tests/python/test_opcheck.py -q -p no:cacheprovider >> "$OUT/reliability.log" 2>&1 ||
@@ -133,6 +139,7 @@ if want sanitize; then
     for kernel in ${VSA_SANITIZE_KERNELS:-sm90 sm80}; do
       filter='*'
       [[ $kernel == sm80 ]] && filter=$portable_suites
+      [[ $kernel == sm90v1 ]] && filter=$hopper_v1_suites
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
       note "sanitize: $tool, VSA_CUDA_KERNEL=$kernel"
