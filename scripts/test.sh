@@ -35,5 +35,6 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then cuda=
 if python3 -m pip show vsa 2>/dev/null | grep -q "^Summary: Block-sparse attention"; then
   python3 -m pip uninstall -y -q vsa
 fi
-python3 -m pip install -q --no-build-isolation . -C cmake.define.VSA_ENABLE_CUDA=$cuda -C build-dir=build/py
+# The `diffusers` extra brings the pinned diffusers for tests/python/test_diffusers_wan.py.
+python3 -m pip install -q --no-build-isolation ".[diffusers]" -C cmake.define.VSA_ENABLE_CUDA=$cuda -C build-dir=build/py
 python3 -m pytest tests/python -q -p no:cacheprovider
