@@ -132,7 +132,9 @@ def test_a_zero_gate_leaves_the_fine_stage(model_and_inputs):
         block.attn1.to_gate_compress = torch.nn.Linear(width, width).to(args[0])
         torch.nn.init.zeros_(block.attn1.to_gate_compress.weight)
         torch.nn.init.zeros_(block.attn1.to_gate_compress.bias)
-    assert torch.equal(_with(model, args, mode="vsa", topk=3), fine)
+    # fine + coarse · 0 rounds back to fine exactly; the bound leaves room only for a
+    # GPU library choosing another algorithm between the two forwards.
+    assert rel_error(_with(model, args, mode="vsa", topk=3), fine) <= 1e-6
     for block in model.blocks:
         torch.nn.init.constant_(block.attn1.to_gate_compress.bias, 0.5)
     assert rel_error(_with(model, args, mode="vsa", topk=3), fine) > 1e-3
