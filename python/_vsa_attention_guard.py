@@ -15,21 +15,24 @@ module lives outside it, at the root of site-packages:
   ImportError, naming what it found, unless that package's __init__.py carries our
   marker;
 - the `vsa` console script enters through main(), which installs the finder itself,
-  so the command says the same where the .pth was not read.
+  so the command says the same where the .pth was not read;
+- where ours imports but FastVideo's files lie in the same folder (it was installed
+  first), a RuntimeWarning says that `pip uninstall vsa` would break ours.
 
 Limits are in the README ("Installing").
 """
 
-from __future__ import annotations
-
-import sys
-
 # Imported by every interpreter start in this environment (through the .pth): the
-# module imports nothing beyond sys until a `vsa` import needs it.
+# module imports nothing beyond os and sys (which site has loaded already) until a
+# `vsa` import needs it; no `from __future__` either, which costs an import.
+import os
+import sys
 
 DISTRIBUTION = "vsa-attention"
 # Our vsa/__init__.py assigns this exact line; FastVideo's does not.
 MARKER = f'__distribution__ = "{DISTRIBUTION}"'
+# A file FastVideo's wheel puts into vsa/ and ours does not.
+FASTVIDEO_FILE = "block_sparse_wrapper.py"
 
 
 def _is_ours(spec) -> bool:
@@ -65,6 +68,18 @@ def shadowed_message(spec) -> str:
             f"checkout); or remove the other 'vsa' from sys.path.")
 
 
+def _warn_if_fastvideo_files_beside(init_path: str) -> None:
+    """Ours imports, but FastVideo's wheel was installed into the same folder first: its
+    record lists our __init__.py too, so `pip uninstall vsa` would break this install."""
+    folder = os.path.dirname(init_path)
+    if os.path.exists(os.path.join(folder, FASTVIDEO_FILE)):
+        import warnings
+        warnings.warn(f"vsa: FastVideo's older 'vsa' wheel is installed in {folder} under "
+                      f"{DISTRIBUTION}; `pip uninstall vsa` would delete files of {DISTRIBUTION}. "
+                      f"Reinstall cleanly: `pip uninstall -y vsa {DISTRIBUTION}`, then install "
+                      f"{DISTRIBUTION}.", RuntimeWarning, stacklevel=2)
+
+
 class VsaGuard:
     """A sys.meta_path finder (find_spec is all the protocol needs) for the name "vsa"
     only: passes our package through, refuses any other."""
@@ -79,6 +94,7 @@ class VsaGuard:
             if spec is not None:
                 if not _is_ours(spec):
                     raise ImportError(shadowed_message(spec), name="vsa")
+                _warn_if_fastvideo_files_beside(spec.origin)
                 return spec
         return None  # nothing anywhere: Python's own ModuleNotFoundError follows
 

@@ -1,11 +1,13 @@
 """The import guard: with FastVideo's older `vsa` package first on sys.path, `import vsa`
-and the `vsa` command fail with a message that says so; our own package imports as usual.
+and the `vsa` command fail with a message that says so; our own package imports as usual,
+with a warning where FastVideo's files share its folder.
 
 Each case runs a fresh interpreter, since the guard is installed at start-up by the
 vsa_attention_guard.pth file that `pip install` puts into site-packages.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -84,3 +86,15 @@ def test_the_command_runs_ours():
     result = python(None, argv=[str(script), "info"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"vsa {vsa.__version__} (vsa-attention, ")
+
+
+def test_fastvideo_files_beside_ours_are_warned_about(tmp_path):
+    """FastVideo's wheel installed first, then ours over it: ours imports, with a warning."""
+    shutil.copytree(Path(vsa.__file__).parent, tmp_path / "vsa",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "vsa" / "block_sparse_wrapper.py").write_text("")
+    result = python("import vsa; print(vsa.__file__)", pythonpath=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "vsa" / "__init__.py")
+    assert "RuntimeWarning: vsa: FastVideo's older 'vsa' wheel is installed in" in result.stderr
+    assert "`pip uninstall vsa` would delete files of vsa-attention" in result.stderr
