@@ -39,10 +39,10 @@ from diffusers import WanTransformer3DModel
 from diffusers.utils import logging as diffusers_logging
 
 # Wan2.1-T2V-1.3B's transformer config (the diffusers-format checkpoint's config.json).
-WAN21_1_3B = dict(patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
-                  out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30,
-                  cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, image_dim=None,
-                  added_kv_proj_dim=None, rope_max_seq_len=1024)
+WAN21_1_3B = dict(patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128,
+                  in_channels=16, out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960,
+                  num_layers=30, cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
+                  image_dim=None, added_kv_proj_dim=None, rope_max_seq_len=1024)
 TINY = dict(WAN21_1_3B, num_attention_heads=2, attention_head_dim=64, in_channels=4, out_channels=4,
             text_dim=32, freq_dim=32, ffn_dim=128, num_layers=2, rope_max_seq_len=64)
 
@@ -74,10 +74,12 @@ def rel_error(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latent", type=int, nargs=3, default=(21, 60, 104), metavar=("F", "H", "W"),
+    parser.add_argument("--latent", type=int, nargs=3, default=(21, 60, 104),
+                        metavar=("F", "H", "W"),
                         help="latent frames, height, width before the (1, 2, 2) patch")
     parser.add_argument("--sparsity", type=float, default=0.9,
-                        help="fraction of KV blocks the sparse modes skip (FastVideo's VSA_sparsity)")
+                        help="fraction of KV blocks the sparse modes skip "
+                             "(FastVideo's VSA_sparsity)")
     parser.add_argument("--text-tokens", type=int, default=512)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
@@ -126,10 +128,12 @@ def main() -> int:
             default_out, base_ms = out, ms
         row = dict(processor=name, ms=round(ms, 3), speedup=round(base_ms / ms, 3),
                    rel_error_vs_default=rel_error(out, default_out),
-                   rel_error_vs_fp32=rel_error(out, reference), finite=bool(torch.isfinite(out).all()))
+                   rel_error_vs_fp32=rel_error(out, reference),
+                   finite=bool(torch.isfinite(out).all()))
         results.append(row)
         print(f"{name:<36} {ms:9.2f} ms   speed-up {base_ms / ms:5.2f}x   rel. error vs default "
-              f"{row['rel_error_vs_default']:.2e}, vs fp32 {row['rel_error_vs_fp32']:.2e}", flush=True)
+              f"{row['rel_error_vs_default']:.2e}, vs fp32 {row['rel_error_vs_fp32']:.2e}",
+              flush=True)
 
     # The check: dense through vsa's kernel is as accurate as the default, against fp32.
     default_err, dense_err = results[0]["rel_error_vs_fp32"], results[1]["rel_error_vs_fp32"]

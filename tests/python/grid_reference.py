@@ -39,7 +39,7 @@ def reference_grid_attention(q, k, v, grid, *, mode, topk=None, tile_size=(4, 4,
         live = torch.ones(num_blocks, dtype=torch.bool)
         idx, num, margin = reference_lists(scores, live, topk)
         allowed = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, idx.clamp(min=0), True)
-    mask = allowed[:, :, blocks][:, :, :, blocks]                        # token level [B, heads, S, S]
+    mask = allowed[:, :, blocks][:, :, :, blocks]                        # [B, heads, S, S]
     logits = (qd @ kd.transpose(-2, -1) * scale).masked_fill(~mask, -math.inf)
     out = torch.softmax(logits, dim=-1) @ vd
     if mode == "vsa":

@@ -12,7 +12,8 @@ import torch
 
 import vsa
 
-diffusers = pytest.importorskip("diffusers", reason="needs the diffusers extra: pip install .[diffusers]")
+diffusers = pytest.importorskip("diffusers",
+                                reason="needs the diffusers extra: pip install .[diffusers]")
 from diffusers import WanTransformer3DModel  # noqa: E402
 
 import vsa.integrations.diffusers as vsa_diffusers  # noqa: E402

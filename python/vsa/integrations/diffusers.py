@@ -56,7 +56,8 @@ def _apply_wan_rotary(x: Tensor, freqs_cos: Tensor, freqs_sin: Tensor) -> Tensor
     pairs = x.unflatten(-1, (-1, 2))
     even, odd = pairs[..., 0], pairs[..., 1]
     cos, sin = freqs_cos[..., 0::2], freqs_sin[..., 0::2]
-    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2).to(x.dtype)
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
 
 
 def _projections(attn, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -133,7 +134,7 @@ def _transformers(target) -> list:
     if isinstance(target, WanTransformer3DModel):
         return [target]
     components = getattr(target, "components", None)
-    if isinstance(components, dict):  # a DiffusionPipeline: Wan2.2 has transformer and transformer_2
+    if isinstance(components, dict):  # a DiffusionPipeline (Wan2.2's holds two transformers)
         found = [c for c in components.values() if isinstance(c, WanTransformer3DModel)]
         if found:
             return found
@@ -164,7 +165,8 @@ def install(target, *, mode: str = "vsa", topk: Optional[int] = None,
         grid = LatentGrid()
         processor = VSAWanAttnProcessor(grid, mode=mode, topk=topk, sparsity=sparsity,
                                         tile_size=tile_size)
-        installation.hooks.append(model.register_forward_pre_hook(_grid_hook(grid), with_kwargs=True))
+        hook = model.register_forward_pre_hook(_grid_hook(grid), with_kwargs=True)
+        installation.hooks.append(hook)
         for block in model.blocks:
             installation.processors[block.attn1] = block.attn1.processor
             block.attn1.set_processor(processor)

@@ -33,7 +33,8 @@ def resolve_topk(num_blocks: int, topk: Optional[int], sparsity: Optional[float]
     """KV blocks each query block keeps: `topk` itself, or ceil((1 - sparsity) · NK) (at
     least 1), or every block when both are None. Capped at NK."""
     if topk is not None and sparsity is not None:
-        raise invalid_argument("topk / sparsity", "at most one of them", f"topk={topk}, sparsity={sparsity}")
+        raise invalid_argument("topk / sparsity", "at most one of them",
+                               f"topk={topk}, sparsity={sparsity}")
     if sparsity is not None:
         return max(1, math.ceil((1.0 - sparsity) * num_blocks))
     return num_blocks if topk is None else min(int(topk), num_blocks)
@@ -41,15 +42,17 @@ def resolve_topk(num_blocks: int, topk: Optional[int], sparsity: Optional[float]
 
 def check_settings(mode: str, topk: Optional[int], sparsity: Optional[float],
                    tile_size: Sequence[int]) -> None:
-    """The settings' own errors, raised where a user states them rather than at the first forward."""
+    """The settings' own errors, raised where a user states them, not at the first forward."""
     if mode not in MODES:
         raise invalid_argument("mode", " or ".join(repr(m) for m in MODES), repr(mode))
     if topk is not None and (isinstance(topk, bool) or not isinstance(topk, int) or topk < 1):
-        raise invalid_argument("topk", "a positive int (KV blocks per query block) or None", repr(topk))
+        raise invalid_argument("topk", "a positive int (KV blocks per query block) or None",
+                               repr(topk))
     if sparsity is not None and not 0.0 <= sparsity < 1.0:
         raise invalid_argument("sparsity", "a fraction of blocks skipped in [0, 1)", sparsity)
     if mode == "dense" and (topk is not None or sparsity is not None):
-        raise invalid_argument("topk / sparsity", "neither in mode 'dense' (every block is attended)",
+        raise invalid_argument("topk / sparsity",
+                               "neither in mode 'dense' (every block is attended)",
                                f"topk={topk}, sparsity={sparsity}")
     if len(tuple(tile_size)) != 3 or math.prod(tile_size) not in (64, 128):
         raise invalid_argument("tile_size", "three extents (t, h, w) whose product is 64 or 128",
@@ -57,7 +60,8 @@ def check_settings(mode: str, topk: Optional[int], sparsity: Optional[float],
 
 
 @functools.lru_cache(maxsize=16)
-def _every_block(batch: int, heads: int, num_blocks: int, device: torch.device) -> tuple[Tensor, Tensor]:
+def _every_block(batch: int, heads: int, num_blocks: int,
+                 device: torch.device) -> tuple[Tensor, Tensor]:
     """Lists naming every KV block for every query block: (q2k_idx, q2k_num), int32."""
     idx = torch.arange(num_blocks, dtype=torch.int32, device=device)
     idx = idx.expand(batch, heads, num_blocks, num_blocks).contiguous()
@@ -79,11 +83,12 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Sequence[int], *, mode
     if q.dim() != 4:
         raise invalid_argument("q.shape", "[B, S, heads, D]", list(q.shape))
     if gate is not None and mode != "vsa":
-        raise invalid_argument("gate", f"None in mode {mode!r} (only 'vsa' has a coarse output)", "a tensor")
+        raise invalid_argument("gate", f"None in mode {mode!r} (only 'vsa' has a coarse output)",
+                               "a tensor")
     meta = build_vsa_metadata(tuple(grid), tuple(tile_size), device=q.device)
     if q.shape[1] != math.prod(meta.latent_shape):
-        raise invalid_argument("q.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens of the "
-                               f"grid {meta.latent_shape}", q.shape[1])
+        raise invalid_argument("q.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens "
+                               f"of the grid {meta.latent_shape}", q.shape[1])
     qt, kt, vt = (tile(x, meta, dim=1) for x in (q, k, v))
     vbs = meta.variable_block_sizes
     if mode == "dense":
