@@ -153,7 +153,9 @@ def test_install_hooks_self_attention_only_and_remove_restores(gen):
         assert (processor.mode, processor.sparsity, processor.topk) == ("fine", 0.5, None)
         assert not isinstance(block.attn2.processor, vsa_diffusers.VSAWanAttnProcessor)
     run(model, args)
-    assert model.blocks[0].attn1.processor.grid.shape == GRID  # F / 1, H / 2, W / 2
+    grid = model.blocks[0].attn1.processor.grid
+    assert grid.shape == GRID and grid.metadata.latent_shape == GRID  # F / 1, H / 2, W / 2
+    assert grid.metadata.num_tiles == NUM_BLOCKS
     handle.remove()
     assert {name: type(p) for name, p in model.attn_processors.items()} == before
     assert torch.equal(run(model, args), default)
@@ -187,6 +189,21 @@ def test_errors(gen):
         processor(model.blocks[0].attn1, hidden)
     with pytest.raises(vsa.UnsupportedError, match="cross-attention"):
         processor(model.blocks[0].attn2, hidden, torch.randn(1, 7, 128, generator=gen))
-    processor.grid.shape = (5, 8, 9)  # not the grid of these tokens
+    processor.grid.set((5, 8, 9), hidden.device)  # not the grid of these tokens
     with pytest.raises(ValueError, match=r"'q.shape\[1\]': expected T·H·W = 360 tokens"):
         processor(model.blocks[0].attn1, hidden)
+
+
+def test_compiled_models_give_the_same_output(gen):
+    """torch.compile with the processor installed: the blocks compiled whole (diffusers'
+    regional compilation, fullgraph=True: the processor and vsa's ops capture in one
+    graph), and the whole model (the grid hook breaks the graph once). Dynamo's graphs
+    run as they are (backend "eager"), which keeps the test quick."""
+    model = tiny_wan(gen, 2)
+    args = inputs(gen, torch.float32, "cpu")
+    with vsa_diffusers.install(model, mode="fine", topk=4):
+        want = run(model, args)
+        torch._dynamo.reset()
+        assert torch.equal(run(torch.compile(model, backend="eager"), args), want)
+        model.compile_repeated_blocks(fullgraph=True, backend="eager")
+        assert torch.equal(run(model, args), want)

@@ -79,3 +79,13 @@ def test_tokens_must_fill_the_grid(gen):
         grid_attention(q, k, v, (5, 4, 4), mode="dense")
     with pytest.raises(ValueError, match="'gate'"):
         grid_attention(q, k, v, (4, 4, 4), mode="fine", topk=1, gate=gate)
+
+
+def test_prebuilt_metadata_serves_as_the_grid(gen):
+    """What a model hook passes from outside a compiled region: the same result."""
+    q, k, v, _ = draw(gen, (5, 6, 7), batch=1)
+    meta = vsa.build_vsa_metadata((5, 6, 7), (4, 4, 4))
+    want = grid_attention(q, k, v, (5, 6, 7), mode="fine", topk=3)
+    assert torch.equal(grid_attention(q, k, v, meta, mode="fine", topk=3), want)
+    with pytest.raises(ValueError, match="invalid argument 'tile_size'"):
+        grid_attention(q, k, v, meta, mode="fine", topk=3, tile_size=(2, 8, 4))

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from vsa import UnsupportedError
 from vsa.integrations.grid_attention import check_settings, grid_attention
+from vsa.metadata import VSAMetadata, build_vsa_metadata
 
 try:
     from diffusers.models.transformers.transformer_wan import WanTransformer3DModel
@@ -42,10 +43,23 @@ except ImportError as missing:
 
 @dataclass
 class LatentGrid:
-    """The patch grid (T, H, W) of the latent the transformer is processing; set by
-    install()'s forward pre-hook, read by that model's processors."""
+    """The patch grid (T, H, W) of the latent the transformer is processing and its VSA
+    tiling; set by install()'s forward pre-hook, read by that model's processors.
 
+    The tiling is built in the hook, before the blocks run, so that compiled blocks
+    (diffusers' compile_repeated_blocks, torch.compile of a block, fullgraph or not)
+    only read it. Building it is host work dynamo cannot trace: a torch.compile of the
+    whole model breaks its graph there, once per forward, before the first block.
+    """
+
+    tile_size: tuple[int, int, int] = (4, 4, 4)
     shape: Optional[tuple[int, int, int]] = None
+    metadata: Optional[VSAMetadata] = None
+
+    @torch.compiler.disable
+    def set(self, shape: tuple[int, int, int], device: torch.device) -> None:
+        self.shape = shape
+        self.metadata = build_vsa_metadata(shape, self.tile_size, device=device)
 
 
 def _apply_wan_rotary(x: Tensor, freqs_cos: Tensor, freqs_sin: Tensor) -> Tensor:
@@ -70,18 +84,17 @@ class VSAWanAttnProcessor:
     """A diffusers attention processor for the self-attention of Wan's blocks.
 
     topk (KV blocks per query block) or sparsity (fraction of blocks skipped, e.g.
-    0.9 as FastVideo's VSA_sparsity) sets "vsa" and "fine"; tile_size is the (t, h, w)
-    tile of one block (volume 64 or 128). Made by install(), which also sets the grid.
+    0.9 as FastVideo's VSA_sparsity) sets "vsa" and "fine"; the grid, shared with
+    install()'s hook, carries the tile shape. Made by install().
     """
 
     def __init__(self, grid: LatentGrid, *, mode: str = "vsa", topk: Optional[int] = None,
-                 sparsity: Optional[float] = None, tile_size: Sequence[int] = (4, 4, 4)):
-        check_settings(mode, topk, sparsity, tile_size)
+                 sparsity: Optional[float] = None):
+        check_settings(mode, topk, sparsity, grid.tile_size)
         self.grid = grid
         self.mode = mode
         self.topk = topk
         self.sparsity = sparsity
-        self.tile_size = tuple(tile_size)
 
     def __call__(self, attn, hidden_states: Tensor, encoder_hidden_states: Optional[Tensor] = None,
                  attention_mask: Optional[Tensor] = None, rotary_emb=None, **kwargs) -> Tensor:
@@ -91,7 +104,7 @@ class VSAWanAttnProcessor:
         if attention_mask is not None:
             raise UnsupportedError("VSAWanAttnProcessor: an attention_mask is not supported "
                                    "(Wan's self-attention passes none)")
-        if self.grid.shape is None:
+        if self.grid.metadata is None:
             raise RuntimeError("VSAWanAttnProcessor: the latent grid is unknown; it is set when "
                                "the WanTransformer3DModel that install() hooked runs its forward")
         query, key, value = _projections(attn, hidden_states)
@@ -102,8 +115,8 @@ class VSAWanAttnProcessor:
         gate = None
         if self.mode == "vsa" and getattr(attn, "to_gate_compress", None) is not None:
             gate = attn.to_gate_compress(hidden_states).unflatten(2, (attn.heads, -1))
-        out = grid_attention(query, key, value, self.grid.shape, mode=self.mode, topk=self.topk,
-                             sparsity=self.sparsity, tile_size=self.tile_size, gate=gate)
+        out = grid_attention(query, key, value, self.grid.metadata, mode=self.mode, topk=self.topk,
+                             sparsity=self.sparsity, tile_size=self.grid.tile_size, gate=gate)
         out = out.flatten(2, 3).type_as(query)
         return attn.to_out[1](attn.to_out[0](out))
 
@@ -147,7 +160,7 @@ def _grid_hook(grid: LatentGrid):
         latent = args[0] if args else kwargs["hidden_states"]
         frames, height, width = latent.shape[2:]
         p_t, p_h, p_w = model.config.patch_size
-        grid.shape = (frames // p_t, height // p_h, width // p_w)
+        grid.set((frames // p_t, height // p_h, width // p_w), latent.device)
     return record_grid
 
 
@@ -162,9 +175,8 @@ def install(target, *, mode: str = "vsa", topk: Optional[int] = None,
     check_settings(mode, topk, sparsity, tile_size)
     installation = Installation()
     for model in _transformers(target):
-        grid = LatentGrid()
-        processor = VSAWanAttnProcessor(grid, mode=mode, topk=topk, sparsity=sparsity,
-                                        tile_size=tile_size)
+        grid = LatentGrid(tuple(tile_size))
+        processor = VSAWanAttnProcessor(grid, mode=mode, topk=topk, sparsity=sparsity)
         hook = model.register_forward_pre_hook(_grid_hook(grid), with_kwargs=True)
         installation.hooks.append(hook)
         for block in model.blocks:

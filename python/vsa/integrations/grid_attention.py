@@ -15,16 +15,15 @@ modes:
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from vsa._args import invalid_argument
 from vsa.layer import block_means, coarse_stage, fine_stage, video_sparse_attn
-from vsa.metadata import build_vsa_metadata, tile, untile
+from vsa.metadata import VSAMetadata, build_vsa_metadata, tile, untile
 
 MODES = ("vsa", "fine", "dense")
 
@@ -59,21 +58,39 @@ def check_settings(mode: str, topk: Optional[int], sparsity: Optional[float],
                                tuple(tile_size))
 
 
-@functools.lru_cache(maxsize=16)
 def _every_block(batch: int, heads: int, num_blocks: int,
                  device: torch.device) -> tuple[Tensor, Tensor]:
-    """Lists naming every KV block for every query block: (q2k_idx, q2k_num), int32."""
+    """Lists naming every KV block for every query block: (q2k_idx, q2k_num), int32.
+    Broadcast views; the op makes its contiguous copy (a few MB at Wan 480p)."""
     idx = torch.arange(num_blocks, dtype=torch.int32, device=device)
-    idx = idx.expand(batch, heads, num_blocks, num_blocks).contiguous()
-    return idx, torch.full((batch, heads, num_blocks), num_blocks, dtype=torch.int32, device=device)
+    num = torch.full((1, 1, 1), num_blocks, dtype=torch.int32, device=device)
+    return (idx.expand(batch, heads, num_blocks, num_blocks),
+            num.expand(batch, heads, num_blocks))
 
 
-def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Sequence[int], *, mode: str = "vsa",
+def grid_metadata(grid: Union[Sequence[int], VSAMetadata], tile_size: Sequence[int],
+                  device: torch.device) -> VSAMetadata:
+    """The tiling of `grid` (T, H, W), or `grid` itself when it is already one (with
+    tile_size's tiles)."""
+    if not isinstance(grid, VSAMetadata):
+        return build_vsa_metadata(tuple(grid), tuple(tile_size), device=device)
+    if grid.tile_size != tuple(tile_size):
+        raise invalid_argument("tile_size", f"the tile of the metadata passed as grid, "
+                               f"{grid.tile_size}", tuple(tile_size))
+    return grid
+
+
+def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Union[Sequence[int], VSAMetadata], *,
+                   mode: str = "vsa",
                    topk: Optional[int] = None, sparsity: Optional[float] = None,
                    tile_size: Sequence[int] = (4, 4, 4), gate: Optional[Tensor] = None,
                    scale: Optional[float] = None) -> Tensor:
     """Self-attention of raster tokens q, k, v [B, S, heads, D] (S = T·H·W of `grid`),
     returned as [B, S, heads, D] in q's dtype; see the module docstring for `mode`.
+
+    grid is (T, H, W), or its vsa.build_vsa_metadata(grid, tile_size, device): pass that
+    from outside a torch.compile region, since building it is host work dynamo does not
+    trace (a grid tuple inside a compiled region costs a graph break per call).
 
     topk (KV blocks per query block) or sparsity (the fraction skipped) sets the
     sparsity of "vsa" and "fine" (neither: every block). gate ([B, S, heads, D], "vsa"
@@ -85,7 +102,7 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Sequence[int], *, mode
     if gate is not None and mode != "vsa":
         raise invalid_argument("gate", f"None in mode {mode!r} (only 'vsa' has a coarse output)",
                                "a tensor")
-    meta = build_vsa_metadata(tuple(grid), tuple(tile_size), device=q.device)
+    meta = grid_metadata(grid, tile_size, q.device)
     if q.shape[1] != math.prod(meta.latent_shape):
         raise invalid_argument("q.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens "
                                f"of the grid {meta.latent_shape}", q.shape[1])
