@@ -4,7 +4,7 @@
 # (C++ and Python) and the benchmark, and writes every log under $OUT.
 #
 #   scripts/gpu.sh [stage ...]     stages: cpp python ctest pytest kernels bench
-#                                  (default: all; `build` means cpp python);
+#                                  (default: these; `build` means cpp python);
 #                                  also `profile`: Nsight Compute on one backward
 #                                  of each dq path (Wan 480p shape)
 #
@@ -110,7 +110,14 @@ fi
 #                the Hopper forward's v1 with VSA_SANITIZE_KERNELS=sm90v1), each run cut at
 #                VSA_SANITIZE_TIMEOUT (240) seconds; VSA_SANITIZE_TOOLS and
 #                VSA_SANITIZE_KERNELS pick a subset  -> sanitize.log
-# e.g. scripts/gpu.sh build reliability sanitize (4 files back).
+#   diffusers    installs the pinned diffusers from .wheels/ (carried: filled
+#                by scripts/wheelhouse.sh, since the machine has no network), runs
+#                the diffusers and grid-attention tests (CPU and CUDA) and one
+#                Wan2.1-1.3B denoising step, default SDPA against vsa
+#                (bench/diffusers/wan_step.py, VSA_WAN_STEP_ARGS adds flags);
+#                needs only the `python` stage  -> diffusers.log
+# e.g. scripts/gpu.sh build reliability sanitize (4 files back),
+#      scripts/gpu.sh python diffusers (3 files back).
 cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
 # The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family
 # (parameterized suites carry a prefix: Cases/CudaForward.*), and those that
@@ -154,6 +161,24 @@ if want sanitize; then
       ((rc == 0)) || status=1
     done
   done
+fi
+
+if want diffusers; then
+  note "diffusers: pinned diffusers from .wheels, its tests, one Wan2.1-1.3B step"
+  if [[ -f .wheels/REQUIREMENT ]]; then
+    python3 -m pip install --no-index --find-links .wheels "$(cat .wheels/REQUIREMENT)" > "$OUT/diffusers.log" 2>&1 ||
+      { note "diffusers install FAILED"; status=1; }
+  else
+    note "no .wheels/REQUIREMENT: run scripts/wheelhouse.sh where PyPI is reachable and carry .wheels"
+    status=1
+  fi
+  python3 -m pytest tests/python/test_diffusers_wan.py tests/python/test_grid_attention.py -q -rP \
+    -p no:cacheprovider >> "$OUT/diffusers.log" 2>&1 || { note "diffusers tests FAILED"; status=1; }
+  grep -E "^(dense mode vs|bf16 vs|error vs)|passed|failed" "$OUT/diffusers.log" | tee -a "$OUT/summary.txt"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 python3 bench/diffusers/wan_step.py ${VSA_WAN_STEP_ARGS:-} >> "$OUT/diffusers.log" 2>&1 ||
+    { note "wan_step FAILED"; status=1; }
+  grep -E " ms   speed-up|^check:" "$OUT/diffusers.log" | tee -a "$OUT/summary.txt"
 fi
 
 note "done, status $status"

@@ -10,6 +10,10 @@ from vsa._C import kEmptyRowLse as EMPTY_ROW_LSE
 from vsa.numpy_api import numpy_forward
 
 __version__ = "0.1.0"
+# The PyPI distribution's name (`import vsa` stays). The import guard installed beside
+# this package (_vsa_attention_guard) looks for this exact line to tell our `vsa` from
+# FastVideo's older `vsa` wheel: keep it as it is.
+__distribution__ = "vsa-attention"
 
 __all__ = ["EMPTY_ROW_LSE", "UnsupportedError", "cuda_archs", "cuda_compiled", "cuda_forward_kernel",
            "numpy_forward"]
