@@ -292,6 +292,12 @@ def test_fastvideo_varlen_refuses_block_sizes_that_drop_tokens(gen):
     cu_q, cu_kv = torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0] + 1])
     with pytest.raises(ValueError, match="'variable_block_sizes_list\\[0\\]'"):
         fk.block_sparse_attn_varlen(q, k, v, cu_q, cu_kv, [idx], [num], [vbs], [q_vbs])
+    with pytest.raises(ValueError, match="'q_variable_block_sizes_list\\[0\\].shape'"):
+        fk.block_sparse_attn_varlen(q, k, v, cu_q, torch.tensor([0, k.shape[0]]), [idx], [num], [vbs],
+                                    [torch.cat([q_vbs, q_vbs.new_zeros(1)])])
+    with pytest.raises(ValueError, match="'vbs'"):  # a count past the block: tokens would spill over
+        fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]), [idx],
+                                    [num], [vbs], [torch.stack([q_vbs.new_tensor(65), q_vbs.sum() - 65])])
     with pytest.raises(ValueError, match="'cu_seqlens_q"):  # more tokens than 2 full blocks
         fk.block_sparse_attn_varlen(torch.cat([q, q, q]), k, v, torch.tensor([0, 3 * q.shape[0]]),
                                     torch.tensor([0, k.shape[0]]), [idx], [num], [vbs])

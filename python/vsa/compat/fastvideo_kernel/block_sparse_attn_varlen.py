@@ -71,6 +71,9 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
         nq, nkv = q2k_num_list[i].shape[-1], variable_block_sizes_list[i].numel()
         q_counts = (_full_blocks_cut(cu_q[i + 1] - cu_q[i], nq, block_size, i) if q_variable_block_sizes_list is None
                     else q_variable_block_sizes_list[i].tolist())
+        if len(q_counts) != nq:
+            raise invalid_argument(f"q_variable_block_sizes_list[{i}].shape",
+                                   f"[{nq}], one per query block of q2k_num_list[{i}]", [len(q_counts)])
         q_positions.append(q_blocks[-1] * block_size + _token_positions(
             q_counts, cu_q[i + 1] - cu_q[i], block_size, "q_variable_block_sizes_list", i))
         kv_positions.append(kv_blocks[-1] * block_size + _token_positions(
