@@ -76,6 +76,25 @@ def test_install_serves_fastvideo_imports(clean_modules):
     assert sys.modules["fastvideo_kernel.ops"] is sys.modules["vsa.compat.fastvideo_kernel.ops"]
     with pytest.raises(ModuleNotFoundError):
         import fastvideo_kernel._C  # noqa: F401  (FastVideo code probes it to pick a backend)
+    with pytest.raises(ModuleNotFoundError):
+        import fastvideo_kernel.triton_kernels.st_attn_triton  # noqa: F401
+    from fastvideo_kernel import block_sparse_attn_sm100a as sm100a
+    assert sm100a.is_supported(torch.zeros(1, 1, 64, 64), torch.full((1,), 64)) is False
+    with pytest.raises(vsa.UnsupportedError, match="block_sparse_attn_sm100a"):
+        sm100a.block_sparse_attn_sm100a()
+
+
+def test_index_helpers(clean_modules, gen):
+    vsa.compat.install()
+    from fastvideo_kernel.triton_kernels.index import invert_indices, map_to_index, topk_index_to_map
+    topk = torch.stack([torch.randperm(7, generator=gen)[:3] for _ in range(2 * 3 * 5)]).reshape(2, 3, 5, 3)
+    block_map = topk_index_to_map(topk, 7)
+    assert block_map.shape == (2, 3, 5, 7) and block_map.sum(-1).eq(3).all()
+    assert torch.equal(topk_index_to_map(topk, 7, transpose_map=True), block_map)
+    q2k_idx, q2k_num = map_to_index(block_map)
+    assert q2k_num.eq(3).all() and torch.equal(q2k_idx[..., :3], topk.sort(-1).values.int())
+    k2q_idx, k2q_num = invert_indices(q2k_idx, q2k_num, 7)
+    assert k2q_idx.shape == (2, 3, 7, 5) and torch.equal(k2q_num, block_map.sum(2).int())
 
 
 def test_install_does_not_silently_replace_another_fastvideo_kernel(clean_modules):

@@ -19,8 +19,8 @@ from types import ModuleType
 IMPORT_NAME = "fastvideo_kernel"
 # Every submodule of the shim, registered under fastvideo_kernel.<name> too:
 # FastVideo code and tests import several of them by path.
-SUBMODULES = ("block_sparse_attn", "block_sparse_attn_256", "block_sparse_attn_varlen", "ops",
-              "turbodiffusion_ops", "version", "vmoba", "vsa_utils")
+SUBMODULES = ("block_sparse_attn", "block_sparse_attn_256", "block_sparse_attn_sm100a", "block_sparse_attn_varlen",
+              "ops", "triton_kernels", "triton_kernels.index", "turbodiffusion_ops", "version", "vmoba", "vsa_utils")
 
 __all__ = ["IMPORT_NAME", "install", "uninstall"]
 
