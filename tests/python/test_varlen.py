@@ -132,3 +132,22 @@ def test_varlen_attention_refuses_lists_escaping_their_video(gen):
     idx[0, 0, 0, 0], num[0, 0, 0] = 2, 1
     with pytest.raises(ValueError, match="'local_idx'"):
         vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs, cu_q, cu_kv)
+
+
+def test_varlen_compiles_fullgraph(gen):
+    """The list packing is an op of its own: torch.compile captures it with the attention."""
+    videos = draw_videos(gen, [(2, 3), (1, 2)])
+    q, k, v, idx, num, vbs, cu_q, cu_kv = packed(videos, "cpu")
+    step = lambda q_, k_, v_: vsa.block_sparse_attn_varlen(q_, k_, v_, idx, num, vbs, cu_q, cu_kv)[0]  # noqa: E731
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+        q_c, q_e = q.clone().requires_grad_(), q.clone().requires_grad_()
+        out = compiled(q_c, k, v)
+        out.sum().backward()
+        want = step(q_e, k, v)
+        want.sum().backward()
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(q_c.grad, q_e.grad)
