@@ -27,7 +27,7 @@ want() { [[ " $stages " == *" $1 "* ]]; }
 
 # At most 8 files come back from the device: summary.txt (environment and
 # stage results), build.log, ctest.log, pytest.log, kernels.log, bench.log,
-# bench/results.*.
+# bench/results.* (and compat.log, reliability.log, sanitize.log when named).
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${VSA_COMMIT:-unknown}"
@@ -99,8 +99,15 @@ if want bench; then
   tail -n 40 "$OUT/bench.log"
 fi
 
-# Two stages run only when named (each writes one more log; both need a
+# Four stages run only when named (each writes one more log; all need a
 # `build` first, in this call or an earlier one on the same machine):
+#   compat       FastVideo's own VSA kernel tests (test_vsa*.py, which includes
+#                test_vsa_utils.py), unchanged, on vsa.compat.fastvideo_kernel
+#                through the pytest plugin, from VSA_FASTVIDEO_TESTS (default
+#                .peers/fv_tests: FastVideo's fastvideo-kernel/tests/ with its
+#                __init__.py and utils.py, not committed; carry it). tqdm, which
+#                test_vsa.py imports, comes from a wheel under .whl/ when the
+#                machine lacks it.  -> compat.log
 #   reliability  the random CUDA sweep against the CPU backend on every forward
 #                kernel (Hopper v2 and v1, portable), VSA_GPU_SWEEP_CASES (default 1000) cases each, forward
 #                repeated bitwise, backward (both dq paths); refused calls write
@@ -118,6 +125,21 @@ fi
 #                needs only the `python` stage  -> diffusers.log
 # e.g. scripts/gpu.sh build reliability sanitize (4 files back),
 #      scripts/gpu.sh python diffusers (3 files back).
+if want compat; then
+  fv_tests=${VSA_FASTVIDEO_TESTS:-.peers/fv_tests}
+  note "compat: FastVideo's VSA tests from $fv_tests on vsa.compat"
+  if ! python3 -c 'import tqdm' 2>/dev/null && compgen -G '.whl/tqdm-*.whl' >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/compat-site .whl/tqdm-*.whl &&
+      export PYTHONPATH=/tmp/compat-site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  # The CuTe-targeted VSA-256 tests skip without flash_attn.cute; the stand-in
+  # lets them check vsa's answers (vsa/compat/pytest_plugin.py says how).
+  python3 -m pytest -p vsa.compat.pytest_plugin --vsa-stand-in-flash-attn-cute -p no:cacheprovider -v -s -rs \
+    "$fv_tests"/test_vsa*.py > "$OUT/compat.log" 2>&1 || { note "compat FAILED"; status=1; }
+  grep -E "^vsa.compat:" "$OUT/compat.log" | tee -a "$OUT/summary.txt"
+  tail -n 1 "$OUT/compat.log" | tee -a "$OUT/summary.txt"
+fi
+
 cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
 # The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family
 # (parameterized suites carry a prefix: Cases/CudaForward.*), and those that

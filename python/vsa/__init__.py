@@ -30,11 +30,13 @@ if _torch is not None:
     from vsa.dispatch import select_backend
     from vsa.layer import video_sparse_attn
     from vsa.metadata import (VSAMetadata, build_vsa_metadata, invert_indices, map_to_index,
-                              tile, topk_to_index, untile)
+                              pack_varlen_index, tile, topk_to_index, untile)
     from vsa.support import Support, is_supported
+    from vsa.varlen import block_sparse_attn_varlen
 
     __all__ += [
         "Support", "VSAMetadata", "block_sparse_attn", "block_sparse_attn_from_mask",
-        "build_vsa_metadata", "invert_indices", "is_supported", "map_to_index", "select_backend",
-        "tile", "topk_to_index", "untile", "video_sparse_attn",
+        "block_sparse_attn_varlen", "build_vsa_metadata", "invert_indices", "is_supported",
+        "map_to_index", "pack_varlen_index", "select_backend", "tile", "topk_to_index", "untile",
+        "video_sparse_attn",
     ]
