@@ -13,10 +13,24 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch
 from torch import Tensor
 
+from vsa._args import invalid_argument
 from vsa.attention import block_sparse_attn
 from vsa.metadata import pack_varlen_index
+
+
+def _expect_offsets_end(offsets: Tensor, blocks: int, name: str, what: str) -> None:
+    """The offsets must end within the packed blocks, or the packed lists name
+    blocks past the tensors. Checked where it costs no device sync (offsets
+    on the CPU, outside torch.compile); on CUDA it is a precondition, as the
+    list values of block_sparse_attn are."""
+    if offsets.device.type != "cpu" or torch.compiler.is_compiling() or offsets.numel() == 0:
+        return
+    end = int(offsets[-1])
+    if end > blocks:
+        raise invalid_argument(name, f"offsets ending at most at {what} = {blocks}", f"ends at {end}")
 
 
 def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
@@ -40,6 +54,7 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q
     is what running each sequence alone gives: rows of sequence s see only
     the keys of sequence s. Differentiable in q, k and v.
     """
+    _expect_offsets_end(cu_kv_blocks, variable_block_sizes.shape[0], "cu_kv_blocks", "NK")
     packed_idx = pack_varlen_index(q2k_idx, q2k_num, cu_q_blocks, cu_kv_blocks)
     return block_sparse_attn(q, k, v, packed_idx, q2k_num, variable_block_sizes, scale=scale,
                              need_lse=need_lse, layout=layout, deterministic=deterministic)

@@ -32,7 +32,7 @@ KernelFamily kernel_family_for(int compute_capability) {
   if (v1 || std::strcmp(requested, "sm90") == 0) {
     if (sm90_runs) return v1 ? KernelFamily::sm90_v1 : KernelFamily::sm90;
     throw Error(ErrorKind::unsupported, "VSA_CUDA_KERNEL", "a kernel this device and build can run",
-                std::string("sm90 on compute capability ") + std::to_string(compute_capability) +
+                std::string(requested) + " on compute capability " + std::to_string(compute_capability) +
                     (kBuiltWithSm90a ? "" : " (this build has no sm_90a code)"));
   }
   throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80, sm90 or sm90v1 (or unset)", requested);

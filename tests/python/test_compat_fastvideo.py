@@ -314,9 +314,15 @@ def test_fastvideo_varlen_refuses_block_sizes_that_drop_tokens(gen):
     with pytest.raises(ValueError, match="'q_variable_block_sizes_list\\[0\\].shape'"):
         fk.block_sparse_attn_varlen(q, k, v, cu_q, torch.tensor([0, k.shape[0]]), [idx], [num], [vbs],
                                     [torch.cat([q_vbs, q_vbs.new_zeros(1)])])
-    with pytest.raises(ValueError, match="'vbs'"):  # a count past the block: tokens would spill over
+    with pytest.raises(ValueError, match="'q_variable_block_sizes_list\\[0\\]'"):  # a count past the block
         fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]), [idx],
                                     [num], [vbs], [torch.stack([q_vbs.new_tensor(65), q_vbs.sum() - 65])])
+    with pytest.raises(ValueError, match="'q2k_idx_list\\[0\\].shape'"):  # one query block short of num
+        fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]),
+                                    [idx[:, :, :1]], [num], [vbs], [q_vbs])
+    with pytest.raises(ValueError, match="'q2k_num_list\\[0\\].shape'"):  # a batch of two
+        fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]),
+                                    [idx], [torch.cat([num, num])], [vbs], [q_vbs])
     with pytest.raises(ValueError, match="'cu_seqlens_q"):  # more tokens than 2 full blocks
         fk.block_sparse_attn_varlen(torch.cat([q, q, q]), k, v, torch.tensor([0, 3 * q.shape[0]]),
                                     torch.tensor([0, k.shape[0]]), [idx], [num], [vbs])

@@ -134,6 +134,14 @@ def test_varlen_attention_refuses_lists_escaping_their_video(gen):
         vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs, cu_q, cu_kv)
 
 
+def test_varlen_attention_refuses_offsets_past_the_kv_blocks(gen):
+    # The packed lists would name blocks past k and v: refused by name before any kernel runs.
+    videos = draw_videos(gen, [(1, 2), (1, 2)])
+    q, k, v, idx, num, vbs, cu_q, cu_kv = packed(videos, "cpu")
+    with pytest.raises(ValueError, match="'cu_kv_blocks'.*NK = 4.*ends at 5"):
+        vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs, cu_q, cu_kv + torch.tensor([0, 1, 1]))
+
+
 def test_varlen_compiles_fullgraph(gen):
     """The list packing is an op of its own: torch.compile captures it with the attention."""
     videos = draw_videos(gen, [(2, 3), (1, 2)])

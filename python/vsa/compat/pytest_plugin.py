@@ -56,12 +56,14 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    real = importlib.util.find_spec(IMPORT_NAME) if IMPORT_NAME not in sys.modules else None
+    imported = IMPORT_NAME in sys.modules  # install() refuses it unless it is vsa's shim already
+    real = None if imported else importlib.util.find_spec(IMPORT_NAME)
     install()
     config.addinivalue_line("markers", "cuda: FastVideo's marker of tests that need a CUDA GPU")
+    status = ("already imported before the plugin ran" if imported else
+              "not installed" if real is None else f"installed at {real.origin}, shadowed")
     notes = [f"vsa.compat: '{IMPORT_NAME}' served by vsa {vsa.__version__} ({vsa.__file__})",
-             f"vsa.compat: real {IMPORT_NAME}: " + ("not installed" if real is None
-                                                    else f"installed at {real.origin}, shadowed")]
+             f"vsa.compat: real {IMPORT_NAME}: {status}"]
     if config.getoption("--vsa-stand-in-flash-attn-cute"):
         notes.append("vsa.compat: flash_attn.cute: " + _stand_in_flash_attn_cute())
     config._vsa_compat_notes = notes

@@ -5,7 +5,15 @@
 // Loads: one thread (the producer role, thread 0) requests each Q, K and V
 // tile as TMA boxes at the coordinates of the listed block, completing on a
 // per-buffer mbarrier; the four warps (the consumer role) wait on that
-// barrier. No thread issues copies in the loop and no barrier waits for them.
+// barrier. No thread moves data: thread 0 only issues the requests, and no
+// CTA barrier waits for a copy (v1's threads copied with cp.async and waited
+// for their copies at two CTA barriers per tile).
+//
+// Known gap (as in v1 and the portable kernel, for partial blocks): keys past
+// vbs get P = 0, but their V rows are still multiplied, so a NaN or Inf in
+// the padding rows of V reaches the output (0·NaN); v2 also runs the products
+// of a block with vbs = 0 (P = 0) where v1 skipped it. Padding is zeros in
+// every VSA pipeline; zeroing those rows in shared memory is the fix to make.
 //
 // Overlap: at tile t the warpgroup issues S(t) = Q·K(t)ᵀ and then
 // O += P(t−1)·V(t−1), waits only for S(t), and runs the softmax of tile t

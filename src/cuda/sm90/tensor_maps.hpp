@@ -15,9 +15,11 @@ struct FwdTensorMaps {  // each CUtensorMap is 64-byte aligned
 };
 
 // Encodes the three maps for 16-bit elements (`is_bf16` or fp16). Returns
-// false, with no error raised, when the driver cannot describe a view (a zero
-// stride on a dimension longer than 1, say): the caller then runs a kernel
-// that loads with cp.async. Host-only and synchronous-free.
+// false, with no error raised, when the driver refuses to describe a view
+// (or has no encoder): the caller then runs the kernel that loads with
+// cp.async. The views that reach here already have 16-byte aligned rows and
+// strides (rows_aligned), which is what the driver documents it needs; no
+// refusal has been observed yet. Host-only, no device synchronization.
 bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
                             std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps);
 

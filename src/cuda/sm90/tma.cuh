@@ -43,7 +43,8 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap& map) {
 }
 
 // One box of a 4-D tensor map, at element coordinates (c0 innermost), into
-// shared memory at `dst`; completes `bytes` on `bar`.
+// shared memory at `dst`; its bytes count down the transaction count that
+// mbarrier_expect_bytes announced on `bar`.
 __device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap& map, std::uint32_t bar, int c0,
                                             int c1, int c2, int c3) {
   asm volatile(
@@ -51,11 +52,6 @@ __device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
-}
-
-// Named barrier over the CTA's first `threads` threads (id 0 is __syncthreads').
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 }  // namespace vsa::cuda::sm90

@@ -8,8 +8,9 @@ have no effect: vsa picks its own kernel for the device. Unlike FastVideo,
 CPU tensors work too (vsa's CPU backend).
 
 Gradients are bitwise repeatable: the layer asks vsa for its deterministic
-dq (a dQ pass summing each row in list order), which on the H200's Hopper
-kernels costs about what the float-atomic one does (docs/kernel-notes.md).
+dq (a dQ pass summing each row in list order). On the H200's Hopper kernels
+that costs about what the float-atomic one does at D = 128, and 10-13 % more
+at D = 64; on the portable kernels about 20 % more (docs/kernel-notes.md).
 The same inputs then give the same dq whether a video runs alone or packed
 with others (block_sparse_attn_varlen), as FastVideo's tests expect.
 """
@@ -28,11 +29,16 @@ from vsa._args import invalid_argument
 def _map_to_index(block_map: Tensor) -> Tuple[Tensor, Tensor]:
     """A block map [B, H, NQ, NK] (or [H, NQ, NK]), any dtype read as bool -> int32
     (q2k_idx [B, H, NQ, NK] ascending then -1, q2k_num [B, H, NQ])."""
+    return vsa.map_to_index(logical_map(block_map))
+
+
+def logical_map(block_map: Tensor) -> Tensor:
+    """A block map [B, H, NQ, NK] (or [H, NQ, NK]), any dtype, as a 4-D bool map."""
     if block_map.dim() == 3:
         block_map = block_map.unsqueeze(0)
     if block_map.dim() != 4:
         raise invalid_argument("block_map.shape", "[B, H, NQ, NK] or [H, NQ, NK]", list(block_map.shape))
-    return vsa.map_to_index(block_map.to(torch.bool))
+    return block_map.to(torch.bool)
 
 
 def block_sparse_attn_from_indices(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,

@@ -23,14 +23,9 @@ from torch import Tensor
 
 import vsa
 from vsa._args import invalid_argument
+from vsa.compat.fastvideo_kernel.block_sparse_attn import logical_map
 
 _NATIVE_BLOCK = 128
-
-
-def _logical_map(block_map: Tensor) -> Tensor:
-    if block_map.dim() == 3:
-        block_map = block_map.unsqueeze(0)
-    return block_map.to(torch.bool)
 
 
 def _expect_blocks(k: Tensor, seq_axis: int, num_kv_blocks: int, block: int) -> None:
@@ -44,7 +39,7 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
                   block: int, layout: str) -> Tuple[Tensor, Tensor]:
     """Block-sparse attention over `block`-token blocks (64, 128 or 256) in either layout."""
     _expect_blocks(k, 2 if layout == "bhsd" else 1, variable_block_sizes.numel(), block)
-    block_map = _logical_map(block_map)
+    block_map = logical_map(block_map)
     if block == 2 * _NATIVE_BLOCK:
         block_map, variable_block_sizes = _halves(block_map, variable_block_sizes)
     return vsa.block_sparse_attn_from_mask(q, k, v, block_map, variable_block_sizes, layout=layout,

@@ -31,6 +31,8 @@ BLOCK_SIZE = 64
 
 def _token_positions(counts: list, tokens: int, block: int, name: str, sequence: int) -> np.ndarray:
     """Padded positions of a sequence's tokens: block b's first counts[b] slots."""
+    if any(c < 0 or c > block for c in counts):
+        raise invalid_argument(f"{name}[{sequence}]", f"token counts in [0, {block}]", counts)
     if sum(counts) != tokens:
         raise invalid_argument(f"{name}[{sequence}]", f"block sizes adding up to the sequence's {tokens} tokens",
                                f"sum {sum(counts)}")
@@ -67,8 +69,15 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
         if len(items) != sequences + (name == "cu_seqlens_kv"):
             raise invalid_argument(name, f"one entry per sequence ({sequences}, from cu_seqlens_q)", len(items))
     q_positions, kv_positions, q_blocks, kv_blocks = [], [], [0], [0]  # positions: one array per sequence
+    heads = q.shape[1]
     for i in range(sequences):
         nq, nkv = q2k_num_list[i].shape[-1], variable_block_sizes_list[i].numel()
+        if tuple(q2k_num_list[i].shape) != (1, heads, nq):
+            raise invalid_argument(f"q2k_num_list[{i}].shape", f"[1, {heads}, Nq] (one sequence, q's heads)",
+                                   list(q2k_num_list[i].shape))
+        if q2k_idx_list[i].dim() != 4 or tuple(q2k_idx_list[i].shape[:3]) != (1, heads, nq):
+            raise invalid_argument(f"q2k_idx_list[{i}].shape", f"[1, {heads}, {nq}, Mk] (as q2k_num_list[{i}])",
+                                   list(q2k_idx_list[i].shape))
         q_counts = (_full_blocks_cut(cu_q[i + 1] - cu_q[i], nq, block_size, i) if q_variable_block_sizes_list is None
                     else q_variable_block_sizes_list[i].tolist())
         if len(q_counts) != nq:
@@ -86,9 +95,9 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
     q_at = torch.from_numpy(np.concatenate(q_positions)).to(device)
     kv_at = torch.from_numpy(np.concatenate(kv_positions)).to(device)
     width = max(idx.shape[-1] for idx in q2k_idx_list)
-    local_idx = torch.cat([torch.nn.functional.pad(idx[:, :, :num.shape[-1]].to(device), (0, width - idx.shape[-1]),
+    local_idx = torch.cat([torch.nn.functional.pad(idx.to(device), (0, width - idx.shape[-1]),
                                                    value=-1)
-                           for idx, num in zip(q2k_idx_list, q2k_num_list)], dim=2)
+                           for idx in q2k_idx_list], dim=2)
     q2k_num = torch.cat([num.to(device) for num in q2k_num_list], dim=2)
     vbs = torch.cat([sizes.to(device) for sizes in variable_block_sizes_list])
 
