@@ -54,11 +54,13 @@ class BackwardPass {
   // One query block's rows (q and dout, [rows, D]) against `keys` keys and
   // values ([keys, D]): P into scores and dS = P ∘ (dP − delta) into
   // dscores, both [rows, keys].
-  void probabilities(const float* q, const float* dout, const float* keys_k, const float* keys_v,
-                     std::int64_t keys, std::int64_t stat0, float* scores, float* dscores) const {
+  void probabilities(FloatRows q, FloatRows dout, FloatRows keys_k, FloatRows keys_v, std::int64_t keys,
+                     std::int64_t stat0, float* scores, float* dscores) const {
     const std::int64_t rows = s_.block;
-    matmul(Transpose::no, Transpose::yes, rows, keys, d_, scale_log2_, q, d_, keys_k, d_, 0.0f, scores, keys);
-    matmul(Transpose::no, Transpose::yes, rows, keys, d_, 1.0f, dout, d_, keys_v, d_, 0.0f, dscores, keys);
+    matmul(Transpose::no, Transpose::yes, rows, keys, d_, scale_log2_, q.data, q.ld, keys_k.data, keys_k.ld, 0.0f,
+           scores, keys);
+    matmul(Transpose::no, Transpose::yes, rows, keys, d_, 1.0f, dout.data, dout.ld, keys_v.data, keys_v.ld, 0.0f,
+           dscores, keys);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* p = scores + r * keys;
       float* ds = dscores + r * keys;
@@ -72,19 +74,22 @@ class BackwardPass {
   void compute_dq(const QueryBlock& qb) {
     Scratch& scratch = thread_scratch();
     const std::int64_t rows = s_.block, first = qb.index * s_.block, stat0 = row_stat(qb.batch, qb.head, first);
-    const float* dout = load_rows(dout_, qb.batch, qb.head, first, rows, d_, scratch.douts);
-    const float* out = load_rows(out_, qb.batch, qb.head, first, rows, d_, scratch.queries);
-    for (std::int64_t r = 0; r < rows; ++r) delta_[stat0 + r] = dot(out + r * d_, dout + r * d_, d_);
+    const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, rows, d_, scratch.douts);
+    {  // out is needed for delta only; its scratch is the queries' next
+      const FloatRows out = float_rows(out_, qb.batch, qb.head, first, rows, d_, scratch.queries);
+      for (std::int64_t r = 0; r < rows; ++r)
+        delta_[stat0 + r] = dot(out.data + r * out.ld, dout.data + r * dout.ld, d_);
+    }
 
     float* dq_block = scratch.result.get(rows * d_);
     const SelectedKeys sel = gather_selected_keys(k_, v_, p_.in, s_, qb, scratch);
     if (sel.count == 0) {
       std::fill(dq_block, dq_block + rows * d_, 0.0f);
     } else {
-      const float* q = load_rows(q_, qb.batch, qb.head, first, rows, d_, scratch.queries);
+      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, rows, d_, scratch.queries);
       float* p = scratch.scores.get(rows * sel.count);
       float* ds = scratch.dscores.get(rows * sel.count);
-      probabilities(q, dout, sel.keys, sel.values, sel.count, stat0, p, ds);
+      probabilities(q, dout, FloatRows{sel.keys, d_}, FloatRows{sel.values, d_}, sel.count, stat0, p, ds);
       matmul(Transpose::no, Transpose::no, rows, d_, sel.count, scale_, ds, sel.count, sel.keys, d_, 0.0f, dq_block,
              d_);
     }
@@ -108,19 +113,19 @@ class BackwardPass {
     float* dv = scratch.result2.get(rows * d_);
     std::fill(dk, dk + rows * d_, 0.0f);
     std::fill(dv, dv + rows * d_, 0.0f);
-    const float* keys = load_rows(k_, batch, kv_head, first_key, valid, d_, scratch.keys);
-    const float* values = load_rows(v_, batch, kv_head, first_key, valid, d_, scratch.values);
+    const FloatRows keys = float_rows(k_, batch, kv_head, first_key, valid, d_, scratch.keys);
+    const FloatRows values = float_rows(v_, batch, kv_head, first_key, valid, d_, scratch.values);
     for (std::int64_t head = kv_head * group; valid > 0 && head < (kv_head + 1) * group; ++head) {
       for (const std::int64_t q_block : lists.query_blocks(batch * s_.heads + head, kv_block)) {
         const std::int64_t first = q_block * s_.block;
-        const float* q = load_rows(q_, batch, head, first, rows, d_, scratch.queries);
-        const float* dout = load_rows(dout_, batch, head, first, rows, d_, scratch.douts);
+        const FloatRows q = float_rows(q_, batch, head, first, rows, d_, scratch.queries);
+        const FloatRows dout = float_rows(dout_, batch, head, first, rows, d_, scratch.douts);
         float* p = scratch.scores.get(rows * valid);
         float* ds = scratch.dscores.get(rows * valid);
         probabilities(q, dout, keys, values, valid, row_stat(batch, head, first), p, ds);
         // dv += Pᵀ·dout and dk += scale · dSᵀ·q over the valid keys.
-        matmul(Transpose::yes, Transpose::no, valid, d_, rows, 1.0f, p, valid, dout, d_, 1.0f, dv, d_);
-        matmul(Transpose::yes, Transpose::no, valid, d_, rows, scale_, ds, valid, q, d_, 1.0f, dk, d_);
+        matmul(Transpose::yes, Transpose::no, valid, d_, rows, 1.0f, p, valid, dout.data, dout.ld, 1.0f, dv, d_);
+        matmul(Transpose::yes, Transpose::no, valid, d_, rows, scale_, ds, valid, q.data, q.ld, 1.0f, dk, d_);
       }
     }
 

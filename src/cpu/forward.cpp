@@ -41,21 +41,24 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
       return;
     }
 
-    const float* queries = load_rows(q, qb.batch, qb.head, first_seq, rows, d, scratch.queries);
+    const FloatRows queries = float_rows(q, qb.batch, qb.head, first_seq, rows, d, scratch.queries);
     float* probs = scratch.scores.get(rows * sel.count);  // S, then the unnormalized P, [rows, count]
-    matmul(Transpose::no, Transpose::yes, rows, sel.count, d, scale_log2, queries, d, sel.keys, d, 0.0f, probs,
-           sel.count);
+    float* inv_sum = scratch.row_stats.get(rows);
+    matmul(Transpose::no, Transpose::yes, rows, sel.count, d, scale_log2, queries.data, queries.ld, sel.keys, d, 0.0f,
+           probs, sel.count);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* row = probs + r * sel.count;
       const float top = row_max(row, sel.count);
       const float sum = exp2_shifted(row, sel.count, top);
-      // O row = P row · V / sum: fold 1/sum into P so the product is final.
-      const float inv = 1.0f / sum;
-      for (std::int64_t l = 0; l < sel.count; ++l) row[l] *= inv;
+      inv_sum[r] = 1.0f / sum;
       if (lse_rows != nullptr) lse_rows[r] = top + std::log2(sum);
     }
     matmul(Transpose::no, Transpose::no, rows, d, sel.count, 1.0f, probs, sel.count, sel.values, d, 0.0f, acc, d);
-    for (std::int64_t r = 0; r < rows; ++r) store_row(acc + r * d, out.row(qb.batch, qb.head, first_seq + r), d);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = acc + r * d;
+      for (std::int64_t x = 0; x < d; ++x) row[x] *= inv_sum[r];
+      store_row(row, out.row(qb.batch, qb.head, first_seq + r), d);
+    }
   });
 }
 

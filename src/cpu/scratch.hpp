@@ -33,6 +33,7 @@ struct Scratch {
   ScratchBuffer queries, douts;     // one query block's q and dout rows, [rows, D]
   ScratchBuffer scores, dscores;    // S (then P) and dP (then dS), [rows, keys]
   ScratchBuffer result, result2;    // an item's accumulators (out, dq, or dk and dv), [rows, D]
+  ScratchBuffer row_stats;          // one value per query row (the forward's 1 / softmax sum)
 };
 
 // The calling thread's scratch.

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "core/layout.hpp"
 #include "cpu/scratch.hpp"
@@ -64,13 +66,27 @@ SelectedKeys gather_selected_keys(const SequenceRows<const T>& k, const Sequence
 }
 
 // Rows [first, first + count) of (batch, head) as a float [count, D] matrix
-// in `dst`.
+// with leading dimension ld.
+struct FloatRows {
+  const float* data;
+  std::int64_t ld;
+};
+
+// Float tensors whose rows do not overlap are read in place (a matrix
+// product takes any leading dimension of at least D); other element types,
+// and overlapping rows (a seq stride below D, such as an expanded tensor),
+// are converted into `dst`.
 template <class T>
-float* load_rows(const SequenceRows<const T>& src, std::int64_t batch, std::int64_t head, std::int64_t first,
-                 std::int64_t count, std::int64_t d, ScratchBuffer& dst) {
+FloatRows float_rows(const SequenceRows<const T>& src, std::int64_t batch, std::int64_t head, std::int64_t first,
+                     std::int64_t count, std::int64_t d, ScratchBuffer& dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    // The matmul's leading dimensions are ints.
+    if (src.view.stride_seq >= d && src.view.stride_seq <= std::numeric_limits<int>::max())
+      return FloatRows{src.row(batch, head, first), src.view.stride_seq};
+  }
   float* m = dst.get(count * d);
   for (std::int64_t r = 0; r < count; ++r) load_row(src.row(batch, head, first + r), m + r * d, d);
-  return m;
+  return FloatRows{m, d};
 }
 
 }  // namespace vsa::cpu
