@@ -34,6 +34,10 @@ struct Scratch {
   ScratchBuffer scores, dscores;    // S (then P) and dP (then dS), [rows, keys]
   ScratchBuffer result, result2;    // an item's accumulators (out, dq, or dk and dv), [rows, D]
   ScratchBuffer row_stats;          // one value per query row (the forward's 1 / softmax sum)
+  // Held by the thread that called the op, for the whole call (the pool's
+  // threads write into them): the backward's stored P and dS of a chunk of
+  // query blocks, and one GQA group's dk and dv accumulators.
+  ScratchBuffer call_scores, call_grads;
 };
 
 // The calling thread's scratch.
