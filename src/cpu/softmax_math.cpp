@@ -1,7 +1,7 @@
 // Built with -ffast-math (CMakeLists.txt), for this file alone: glibc
 // declares its vector exp2f only under it, and it lets the compiler
-// reassociate the sum and the maximum into vector lanes. -fopenmp-simd makes
-// the `omp simd` loops vector code at every optimization level (GCC's -O2
+// reassociate the sum and the maximum into vector lanes. GCC's -fopenmp-simd
+// makes the `omp simd` loops vector code at every optimization level (its -O2
 // would leave them scalar). Each clone still adds in one fixed order, so
 // results do not depend on the thread count.
 #include "cpu/softmax_math.hpp"
