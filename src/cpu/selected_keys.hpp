@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -56,10 +57,19 @@ SelectedKeys gather_selected_keys(const SequenceRows<const T>& k, const Sequence
   for (std::int64_t e = 0; e < listed; ++e) {
     const std::int64_t block = detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e);
     const std::int64_t valid = detail::load_int(in.variable_block_sizes, block);
+    const std::int64_t first = block * s.block;
+    if constexpr (std::is_same_v<T, float>) {
+      if (k.view.stride_seq == d && v.view.stride_seq == d) {  // packed rows: one copy per block
+        const auto bytes = static_cast<std::size_t>(valid * d) * sizeof(float);
+        std::memcpy(keys + filled * d, k.row(qb.batch, qb.kv_head, first), bytes);
+        std::memcpy(values + filled * d, v.row(qb.batch, qb.kv_head, first), bytes);
+        filled += valid;
+        continue;
+      }
+    }
     for (std::int64_t t = 0; t < valid; ++t, ++filled) {
-      const std::int64_t seq = block * s.block + t;
-      load_row(k.row(qb.batch, qb.kv_head, seq), keys + filled * d, d);
-      load_row(v.row(qb.batch, qb.kv_head, seq), values + filled * d, d);
+      load_row(k.row(qb.batch, qb.kv_head, first + t), keys + filled * d, d);
+      load_row(v.row(qb.batch, qb.kv_head, first + t), values + filled * d, d);
     }
   }
   return SelectedKeys{keys, values, count};
