@@ -36,7 +36,8 @@ struct Tile {
 };
 
 // For each kv block, its tiles in a chunk of query blocks: in query block
-// order and list order, once per occurrence (counting sort).
+// order and list order, once per occurrence (counting sort). Derived from the
+// validated q2k lists, never from p.k2q_*, whose contents were never checked.
 class TileLists {
  public:
   TileLists(const AttentionInputs& in, const ProblemShape& s, std::int64_t first_item, std::int64_t last_item)
