@@ -60,6 +60,17 @@ void run_topk_to_index(const InArray& topk, const OutArray& q2k_idx, const OutAr
   topk_to_index(top, idx, num, as_stream(stream));
 }
 
+void run_pack_varlen_index(const InArray& local_idx, const InArray& q2k_num, const InArray& cu_q_blocks,
+                           const InArray& cu_kv_blocks, const OutArray& packed_idx, std::uintptr_t stream) {
+  const TensorRef idx = to_tensor_ref(local_idx, "local_idx");
+  const TensorRef num = to_tensor_ref(q2k_num, "q2k_num");
+  const TensorRef cu_q = to_tensor_ref(cu_q_blocks, "cu_q_blocks");
+  const TensorRef cu_kv = to_tensor_ref(cu_kv_blocks, "cu_kv_blocks");
+  const TensorRef packed = to_tensor_ref(packed_idx, "packed_idx");
+  nb::gil_scoped_release no_gil;
+  pack_varlen_index(idx, num, cu_q, cu_kv, packed, as_stream(stream));
+}
+
 }  // namespace
 
 void bind_metadata(nb::module_& m) {
@@ -73,6 +84,10 @@ void bind_metadata(nb::module_& m) {
         "q2k lists -> the caller's k2q_idx [B, H, NK, max_q] and k2q_num [B, H, NK].");
   m.def("topk_to_index", &run_topk_to_index, "topk"_a, "q2k_idx"_a, "q2k_num"_a, "stream"_a,
         "topk [B, H, NQ, K] -> the caller's q2k_idx (sorted ascending) and q2k_num (= K).");
+  m.def("pack_varlen_index", &run_pack_varlen_index, "local_idx"_a, "q2k_num"_a, "cu_q_blocks"_a,
+        "cu_kv_blocks"_a, "packed_idx"_a, "stream"_a,
+        "Lists local to each sequence of a packed batch -> the caller's packed_idx over the packed "
+        "sequence (ids + the sequence's first KV block, then -1).");
 
   m.def("num_tiles",
         [](const Triple& latent, const Triple& tile) { return num_tiles(to_latent(latent), to_tile(tile)); },

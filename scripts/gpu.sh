@@ -4,7 +4,7 @@
 # (C++ and Python) and the benchmark, and writes every log under $OUT.
 #
 #   scripts/gpu.sh [stage ...]     stages: cpp python ctest pytest kernels bench
-#                                  (default: all; `build` means cpp python);
+#                                  (default: these; `build` means cpp python);
 #                                  also `profile`: Nsight Compute on one backward
 #                                  of each dq path (Wan 480p shape)
 #
@@ -27,7 +27,7 @@ want() { [[ " $stages " == *" $1 "* ]]; }
 
 # At most 8 files come back from the device: summary.txt (environment and
 # stage results), build.log, ctest.log, pytest.log, kernels.log, bench.log,
-# bench/results.*.
+# bench/results.* (and compat.log, reliability.log, sanitize.log when named).
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${VSA_COMMIT:-unknown}"
@@ -79,10 +79,10 @@ fi
 if want kernels; then
   note "kernels: forward and backward of both kernel families, no Python (bench/kernel)"
   kb=build/gpu/bench/kernel/vsa_kernel_bench
-  for family in default sm80; do
+  for family in default sm90v1 sm80; do
     for shape in "12 624 63 128 64 1" "16 768 64 128 64 0" "16 384 32 128 128 0" "12 624 63 64 64 1"; do
       # shellcheck disable=SC2086
-      echo "$family: $(if [[ $family == sm80 ]]; then VSA_CUDA_KERNEL=sm80 $kb $shape; else $kb $shape; fi 2>&1)"
+      echo "$family: $(if [[ $family == default ]]; then $kb $shape; else VSA_CUDA_KERNEL=$family $kb $shape; fi 2>&1)"
     done
   done | tee "$OUT/kernels.log" | tee -a "$OUT/summary.txt"
 fi
@@ -106,26 +106,61 @@ if want bench; then
   tail -n 40 "$OUT/bench.log"
 fi
 
-# Two stages run only when named (each writes one more log; both need a
+# Four stages run only when named (each writes one more log; all need a
 # `build` first, in this call or an earlier one on the same machine):
-#   reliability  the random CUDA sweep against the CPU backend on both forward
-#                kernels, VSA_GPU_SWEEP_CASES (default 1000) cases each, forward
+#   compat       FastVideo's own VSA kernel tests (test_vsa*.py, which includes
+#                test_vsa_utils.py), unchanged, on vsa.compat.fastvideo_kernel
+#                through the pytest plugin, from VSA_FASTVIDEO_TESTS (default
+#                .peers/fv_tests: FastVideo's fastvideo-kernel/tests/ with its
+#                __init__.py and utils.py, not committed; carry it). tqdm, which
+#                test_vsa.py imports, comes from a wheel under .whl/ when the
+#                machine lacks it.  -> compat.log
+#   reliability  the random CUDA sweep against the CPU backend on every forward
+#                kernel (Hopper v2 and v1, portable), VSA_GPU_SWEEP_CASES (default 1000) cases each, forward
 #                repeated bitwise, backward (both dq paths); refused calls write
 #                nothing; torch.library.opcheck on CUDA  -> reliability.log
 #   sanitize     the C++ GPU tests under compute-sanitizer memcheck, racecheck,
-#                synccheck and initcheck, on both kernels, each run cut at
+#                synccheck and initcheck, on both kernel families (and
+#                the Hopper forward's v1 with VSA_SANITIZE_KERNELS=sm90v1), each run cut at
 #                VSA_SANITIZE_TIMEOUT (240) seconds; VSA_SANITIZE_TOOLS and
 #                VSA_SANITIZE_KERNELS pick a subset  -> sanitize.log
-# e.g. scripts/gpu.sh build reliability sanitize (4 files back).
+#   diffusers    installs the pinned diffusers from .wheels/ (carried: filled
+#                by scripts/wheelhouse.sh, since the machine has no network), runs
+#                the diffusers and grid-attention tests (CPU and CUDA) and one
+#                Wan2.1-1.3B denoising step, default SDPA against vsa
+#                (bench/diffusers/wan_step.py, VSA_WAN_STEP_ARGS adds flags);
+#                needs only the `python` stage  -> diffusers.log
+# e.g. scripts/gpu.sh build reliability sanitize (4 files back),
+#      scripts/gpu.sh python diffusers (3 files back).
+if want compat; then
+  fv_tests=${VSA_FASTVIDEO_TESTS:-.peers/fv_tests}
+  note "compat: FastVideo's VSA tests from $fv_tests on vsa.compat"
+  if ! python3 -c 'import tqdm' 2>/dev/null && compgen -G '.whl/tqdm-*.whl' >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/compat-site .whl/tqdm-*.whl &&
+      export PYTHONPATH=/tmp/compat-site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  # The CuTe-targeted VSA-256 tests skip without flash_attn.cute; the stand-in
+  # lets them check vsa's answers (vsa/compat/pytest_plugin.py says how).
+  python3 -m pytest -p vsa.compat.pytest_plugin --vsa-stand-in-flash-attn-cute -p no:cacheprovider -v -s -rs \
+    "$fv_tests"/test_vsa*.py > "$OUT/compat.log" 2>&1 || { note "compat FAILED"; status=1; }
+  grep -E "^vsa.compat:" "$OUT/compat.log" | tee -a "$OUT/summary.txt"
+  tail -n 1 "$OUT/compat.log" | tee -a "$OUT/summary.txt"
+fi
+
 cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
-# The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family.
-portable_suites='CudaForward*:CudaPartialBlocks*:*CudaBackward*:CudaSweep*:CudaFailedCall*'
+# The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family
+# (parameterized suites carry a prefix: Cases/CudaForward.*), and those that
+# sm90v1 switches to the Hopper forward's first version.
+portable_suites='*CudaForward*:*CudaPartialBlocks*:*CudaBackward*:CudaSweep*:CudaFailedCall*'
+hopper_v1_suites='*CudaForward*:*CudaPartialBlocks*:CudaSweep.*Forward*:CudaFailedCall*'
 
 if want reliability; then
   note "reliability: CUDA sweep, ${VSA_GPU_SWEEP_CASES:-1000} cases per kernel"
-  for kernel in sm90 sm80; do
+  for kernel in sm90 sm90v1 sm80; do
+    sweep='CudaSweep*:CudaFailedCall*'
+    [[ $kernel == sm90v1 ]] && sweep='CudaSweep.Forward*'  # v1 is a forward kernel only
     VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_GPU_SWEEP_CASES:-1000} \
-      "$cuda_tests" --gtest_filter='CudaSweep*:CudaFailedCall*' >> "$OUT/reliability.log" 2>&1 ||
+      "$cuda_tests" --gtest_filter="$sweep" >> "$OUT/reliability.log" 2>&1 ||
       { note "reliability sweep ($kernel) FAILED"; status=1; }
   done
   python3 -m pytest tests/python/test_opcheck.py -q -p no:cacheprovider >> "$OUT/reliability.log" 2>&1 ||
@@ -140,6 +175,7 @@ if want sanitize; then
     for kernel in ${VSA_SANITIZE_KERNELS:-sm90 sm80}; do
       filter='*'
       [[ $kernel == sm80 ]] && filter=$portable_suites
+      [[ $kernel == sm90v1 ]] && filter=$hopper_v1_suites
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
       note "sanitize: $tool, VSA_CUDA_KERNEL=$kernel"
@@ -154,6 +190,24 @@ if want sanitize; then
       ((rc == 0)) || status=1
     done
   done
+fi
+
+if want diffusers; then
+  note "diffusers: pinned diffusers from .wheels, its tests, one Wan2.1-1.3B step"
+  if [[ -f .wheels/REQUIREMENT ]]; then
+    python3 -m pip install --no-index --find-links .wheels "$(cat .wheels/REQUIREMENT)" > "$OUT/diffusers.log" 2>&1 ||
+      { note "diffusers install FAILED"; status=1; }
+  else
+    note "no .wheels/REQUIREMENT: run scripts/wheelhouse.sh where PyPI is reachable and carry .wheels"
+    status=1
+  fi
+  python3 -m pytest tests/python/test_diffusers_wan.py tests/python/test_grid_attention.py -q -rP \
+    -p no:cacheprovider >> "$OUT/diffusers.log" 2>&1 || { note "diffusers tests FAILED"; status=1; }
+  grep -E "^(dense mode vs|bf16 vs|error vs)|passed|failed" "$OUT/diffusers.log" | tee -a "$OUT/summary.txt"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 python3 bench/diffusers/wan_step.py ${VSA_WAN_STEP_ARGS:-} >> "$OUT/diffusers.log" 2>&1 ||
+    { note "wan_step FAILED"; status=1; }
+  grep -E " ms   speed-up|^check:" "$OUT/diffusers.log" | tee -a "$OUT/summary.txt"
 fi
 
 note "done, status $status"

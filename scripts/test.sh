@@ -30,5 +30,11 @@ grep -h "stat::number_of_executed_units" build/fuzz/Testing/Temporary/LastTest.l
 # build skips them (the C++ build above already compiled them for all archs).
 cuda=OFF
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then cuda=AUTO; fi
-python3 -m pip install -q --no-build-isolation . -C cmake.define.VSA_ENABLE_CUDA=$cuda -C build-dir=build/py
+# Before its rename to vsa-attention this distribution was called `vsa`; such an
+# install left on the machine would claim the same files, so it goes first.
+if python3 -m pip show vsa 2>/dev/null | grep -q "^Summary: Block-sparse attention"; then
+  python3 -m pip uninstall -y -q vsa
+fi
+# The `diffusers` extra brings the pinned diffusers for tests/python/test_diffusers_wan.py.
+python3 -m pip install -q --no-build-isolation ".[diffusers]" -C cmake.define.VSA_ENABLE_CUDA=$cuda -C build-dir=build/py
 python3 -m pytest tests/python -q -p no:cacheprovider

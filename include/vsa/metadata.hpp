@@ -27,6 +27,26 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
 void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num,
                    void* stream = nullptr);
 
+// Variable-length batches: N sequences (videos) packed one after another
+// along the block axis, each attending only within itself.
+//   cu_q_blocks [N+1], cu_kv_blocks [N+1]: int32/int64 block offsets (like
+//     cu_seqlens, counted in blocks): sequence s owns query blocks
+//     [cu_q_blocks[s], cu_q_blocks[s+1]) and KV blocks [cu_kv_blocks[s],
+//     cu_kv_blocks[s+1]); both start at 0 and never decrease, cu_q_blocks
+//     ends at NQ.
+//   local_idx [B, H, NQ, max_kv], q2k_num [B, H, NQ]: each query block's list
+//     of KV blocks of its own sequence, numbered from 0 within it.
+// Writes packed_idx (local_idx's shape; int32 or int64; may be local_idx
+// itself): the first q2k_num entries of each row plus its sequence's first
+// KV block, -1 after them. With q2k_num, that is an ordinary q2k list over
+// the packed sequence, ready for block_sparse_attn. On the CPU every value is
+// checked (offsets, counts, ids within their sequence) before anything is
+// written; on CUDA they are a precondition (reading them would cost a device
+// sync), but no read or write leaves the tensors' bounds.
+void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num,
+                       const TensorRef& cu_q_blocks, const TensorRef& cu_kv_blocks,
+                       const TensorRef& packed_idx, void* stream = nullptr);
+
 struct LatentShape { std::int64_t t, h, w; };
 struct TileShape { std::int64_t t = 4, h = 4, w = 4; };
 

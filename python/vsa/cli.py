@@ -23,7 +23,7 @@ def _info(argv: Sequence[str]) -> int:
         print(f"vsa info: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
         return 2
     import vsa
-    print(f"vsa {vsa.__version__}")
+    print(f"vsa {vsa.__version__} ({vsa.__distribution__}, {vsa.__path__[0]})")
     print(f"cuda kernels: {'yes' if vsa.cuda_compiled() else 'no'}")
     print(f"cuda archs: {vsa.cuda_archs() or '-'}")
     for line in _cuda_device_lines():

@@ -1,7 +1,8 @@
 """Metadata for block-sparse attention.
 
 - Block lists, as torch custom ops (captured by torch.compile, no host sync):
-  map_to_index, invert_indices, topk_to_index.
+  map_to_index, invert_indices, topk_to_index, and pack_varlen_index for
+  variable-length batches (several sequences packed into one).
 - The VSA tiling of a (T, H, W) video latent: build_vsa_metadata (cached) and
   the tile / untile helpers moving a raster sequence into the padded tiled
   layout the attention runs on, and back.
@@ -21,7 +22,7 @@ from torch import Tensor
 
 from vsa import _C
 from vsa._args import invalid_argument
-from vsa._tensors import expect_same_device, index_tensor
+from vsa._tensors import expect_same_device, index_dtype, index_tensor
 from vsa.dispatch import launch
 
 
@@ -111,6 +112,39 @@ def _topk_to_index_fake(topk):
 def topk_to_index(topk: Tensor) -> tuple[Tensor, Tensor]:
     """top-k block ids [B, H, NQ, K] (any order) -> (q2k_idx sorted ascending, q2k_num = K), int32."""
     return _topk_to_index(index_tensor(topk, "topk"))
+
+
+@torch.library.custom_op("vsa::pack_varlen_index", mutates_args=())
+def _pack_varlen_index(local_idx: Tensor, q2k_num: Tensor, cu_q_blocks: Tensor,
+                       cu_kv_blocks: Tensor) -> Tensor:
+    packed_idx = local_idx.new_empty(local_idx.shape, dtype=torch.int32)
+    launch(_C.pack_varlen_index, (local_idx, q2k_num, cu_q_blocks, cu_kv_blocks), (packed_idx,))
+    return packed_idx
+
+
+@_pack_varlen_index.register_fake
+def _pack_varlen_index_fake(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks):
+    return local_idx.new_empty(local_idx.shape, dtype=torch.int32)
+
+
+def pack_varlen_index(local_idx: Tensor, q2k_num: Tensor, cu_q_blocks: Tensor,
+                      cu_kv_blocks: Tensor) -> Tensor:
+    """Block lists local to each sequence of a packed batch -> lists over the packed sequence.
+
+    cu_q_blocks, cu_kv_blocks [N+1]: block offsets of the N sequences (0 first,
+    non-decreasing, cu_q_blocks ending at NQ). local_idx [B, H, NQ, max_kv]
+    names, for each query block, KV blocks of its own sequence numbered from 0
+    in it; q2k_num [B, H, NQ] counts them. Returns int32 [B, H, NQ, max_kv]:
+    each listed id plus its sequence's first KV block, -1 past the count, to
+    use with q2k_num in block_sparse_attn. Checked on the CPU; on CUDA the
+    values are a precondition (docs/varlen.md).
+    """
+    expect_same_device("local_idx", local_idx, q2k_num=q2k_num, cu_q_blocks=cu_q_blocks,
+                       cu_kv_blocks=cu_kv_blocks)
+    return _pack_varlen_index(index_tensor(local_idx, "local_idx"), index_tensor(q2k_num, "q2k_num"),
+                              index_tensor(cu_q_blocks, "cu_q_blocks"),
+                              index_tensor(cu_kv_blocks, "cu_kv_blocks").to(
+                                  index_dtype(cu_q_blocks.dtype)))
 
 
 # ---- the VSA tiling of a video latent --------------------------------------------------------------

@@ -52,6 +52,46 @@ void expect_matching_outputs(const TensorRef& q2k_idx, const TensorRef& q2k_num)
          dtype_name(q2k_num.dtype));
 }
 
+// Block offsets [N+1] of a packed batch: 0 first, never decreasing.
+void expect_offsets_values(const TensorRef& cu, const char* name) {
+  if (detail::load_int(cu, 0) != 0) fail(name, "0 as its first entry", str(detail::load_int(cu, 0)));
+  for (std::int64_t s = 1; s < cu.numel(); ++s)
+    if (detail::load_int(cu, s) < detail::load_int(cu, s - 1))
+      fail(name, "non-decreasing block offsets",
+           str(detail::load_int(cu, s)) + " after " + str(detail::load_int(cu, s - 1)) + " at entry " + str(s));
+}
+
+// Host values of pack_varlen_index's inputs: the offsets, the counts, and each
+// listed id within its own sequence's KV blocks.
+void check_varlen_values(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q,
+                         const TensorRef& cu_kv) {
+  expect_offsets_values(cu_q, "cu_q_blocks");
+  expect_offsets_values(cu_kv, "cu_kv_blocks");
+  const std::int64_t nq = local_idx.shape[2], max_kv = local_idx.shape[3];
+  const std::int64_t sequences = cu_q.numel() - 1;
+  if (detail::load_int(cu_q, sequences) != nq)
+    fail("cu_q_blocks", "NQ = " + str(nq) + " (local_idx.shape[2]) as its last entry",
+         str(detail::load_int(cu_q, sequences)));
+  for (std::int64_t s = 0; s < sequences; ++s) {
+    const std::int64_t kv_blocks = detail::load_int(cu_kv, s + 1) - detail::load_int(cu_kv, s);
+    for (std::int64_t i = detail::load_int(cu_q, s); i < detail::load_int(cu_q, s + 1); ++i) {
+      for (std::int64_t bh = 0; bh < q2k_num.shape[0] * q2k_num.shape[1]; ++bh) {
+        const std::int64_t row = bh * nq + i;
+        const std::int64_t count = detail::load_int(q2k_num, row);
+        if (count < 0 || count > max_kv)
+          fail("q2k_num", "counts in [0, max_kv = " + str(max_kv) + "]", str(count) + " at flat row " + str(row));
+        for (std::int64_t e = 0; e < count; ++e) {
+          const std::int64_t j = detail::load_int(local_idx, row * max_kv + e);
+          if (j < 0 || j >= kv_blocks)
+            fail("local_idx",
+                 "ids in [0, " + str(kv_blocks) + "), the KV blocks of sequence " + str(s) + ", before the count",
+                 str(j) + " at flat row " + str(row) + ", entry " + str(e));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num,
@@ -107,6 +147,27 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
     if (detail::load_int(topk, e) < 0)
       fail("topk", "block ids >= 0", str(detail::load_int(topk, e)) + " at flat entry " + str(e));
   cpu::topk_to_index(topk, q2k_idx, q2k_num);
+}
+
+void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q_blocks,
+                       const TensorRef& cu_kv_blocks, const TensorRef& packed_idx, void* stream) {
+  expect_block_lists(local_idx, "local_idx", q2k_num, "q2k_num", local_idx, "local_idx");
+  expect_int_tensor(cu_q_blocks, "cu_q_blocks", 1, local_idx, "local_idx");
+  if (cu_q_blocks.shape[0] < 2)
+    fail("cu_q_blocks.shape", "[N + 1] offsets of N >= 1 sequences", cu_q_blocks.shape_string());
+  expect_int_tensor(cu_kv_blocks, "cu_kv_blocks", 1, local_idx, "local_idx");
+  expect_shape(cu_kv_blocks, "cu_kv_blocks", cu_q_blocks);
+  // One dtype for both offset arrays: backends read them with one flag.
+  detail::expect_dtype(cu_kv_blocks, "cu_kv_blocks", cu_q_blocks.dtype);
+  expect_int_tensor(packed_idx, "packed_idx", 4, local_idx, "local_idx");
+  expect_shape(packed_idx, "packed_idx", local_idx);
+
+  if (local_idx.device == Device::cpu) {
+    check_varlen_values(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks);
+    cpu::pack_varlen_index(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks, packed_idx);
+  } else {
+    cuda::pack_varlen_index(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks, packed_idx, stream);
+  }
 }
 
 }  // namespace vsa

@@ -20,6 +20,8 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
 void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,
                     const TensorRef& k2q_idx, const TensorRef& k2q_num);
 void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num);
+void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q_blocks,
+                       const TensorRef& cu_kv_blocks, const TensorRef& packed_idx);
 
 // The VSA layer's stages (cpu/layer_*.cpp).
 void block_mean(const BlockMeanParams& p);

@@ -64,4 +64,23 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
   }
 }
 
+void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q_blocks,
+                       const TensorRef& cu_kv_blocks, const TensorRef& packed_idx) {
+  const std::int64_t batch_heads = q2k_num.shape[0] * q2k_num.shape[1];
+  const std::int64_t nq = local_idx.shape[2], max_kv = local_idx.shape[3];
+  for (std::int64_t s = 0; s + 1 < cu_q_blocks.numel(); ++s) {
+    const std::int64_t kv_offset = detail::load_int(cu_kv_blocks, s);
+    for (std::int64_t i = detail::load_int(cu_q_blocks, s); i < detail::load_int(cu_q_blocks, s + 1); ++i) {
+      for (std::int64_t bh = 0; bh < batch_heads; ++bh) {
+        const std::int64_t row = bh * nq + i;
+        const std::int64_t count = detail::load_int(q2k_num, row);
+        // Element by element, each read before its write: packed_idx may be local_idx.
+        for (std::int64_t e = 0; e < max_kv; ++e)
+          store_int(packed_idx, row * max_kv + e,
+                    e < count ? detail::load_int(local_idx, row * max_kv + e) + kv_offset : -1);
+      }
+    }
+  }
+}
+
 }  // namespace vsa::cpu

@@ -30,6 +30,10 @@ void invert_indices(const TensorRef&, const TensorRef&, std::int64_t, const Tens
   no_cuda();
 }
 void topk_to_index(const TensorRef&, const TensorRef&, const TensorRef&, void*) { no_cuda(); }
+void pack_varlen_index(const TensorRef&, const TensorRef&, const TensorRef&, const TensorRef&, const TensorRef&,
+                       void*) {
+  no_cuda();
+}
 
 void block_mean(const BlockMeanParams&) { no_cuda(); }
 void block_mean_backward(const BlockMeanBackwardParams&) { no_cuda(); }

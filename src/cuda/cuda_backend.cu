@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_guard.hpp"
@@ -36,14 +37,28 @@ void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStre
     sm80::launch_fwd<Elem, kHeadDim, 64>(kp, batch, stream);
 }
 
+// The Hopper forward: v2 (TMA loads) when the driver can describe q, k and v
+// as TMA tensors and the caller did not ask for v1; v1 (cp.async) otherwise.
+template <class Elem, int kHeadDim>
+void launch_hopper(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream, KernelFamily kernel) {
+  const int batch = static_cast<int>(s.batch);
+  sm90::FwdTensorMaps maps;
+  if (kernel == KernelFamily::sm90 &&
+      sm90::encode_fwd_tensor_maps(kp, std::is_same_v<Elem, __nv_bfloat16>, batch, static_cast<int>(s.kv_heads),
+                                   s.seq_q, s.seq_kv, kHeadDim, maps))
+    sm90::launch_fwd_tma<Elem, kHeadDim>(kp, maps, batch, stream);
+  else
+    sm90::launch_fwd<Elem, kHeadDim>(kp, batch, stream);
+}
+
 template <class Elem>
 void launch_for_dim(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream,
                     KernelFamily kernel) {
-  if (kernel == KernelFamily::sm90) {
+  if (is_hopper(kernel)) {
     if (s.head_dim == 64)
-      sm90::launch_fwd<Elem, 64>(kp, static_cast<int>(s.batch), stream);
+      launch_hopper<Elem, 64>(kp, s, stream, kernel);
     else
-      sm90::launch_fwd<Elem, 128>(kp, static_cast<int>(s.batch), stream);
+      launch_hopper<Elem, 128>(kp, s, stream, kernel);
     return;
   }
   if (s.head_dim == 64)

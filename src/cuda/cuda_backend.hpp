@@ -35,6 +35,8 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
                     const TensorRef& k2q_idx, const TensorRef& k2q_num, void* stream);
 void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num,
                    void* stream);
+void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q_blocks,
+                       const TensorRef& cu_kv_blocks, const TensorRef& packed_idx, void* stream);
 
 // The VSA layer's stages (layer/*.cu).
 void block_mean(const BlockMeanParams& p);

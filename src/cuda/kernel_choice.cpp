@@ -19,20 +19,23 @@ constexpr bool kBuiltWithSm90a =
 
 }  // namespace
 
-const char* kernel_family_name(KernelFamily k) { return k == KernelFamily::sm90 ? "sm90" : "sm80"; }
+const char* kernel_family_name(KernelFamily k) {
+  return k == KernelFamily::sm90 ? "sm90" : k == KernelFamily::sm90_v1 ? "sm90v1" : "sm80";
+}
 
 KernelFamily kernel_family_for(int compute_capability) {
   const bool sm90_runs = kBuiltWithSm90a && compute_capability == 90;
   const char* requested = std::getenv("VSA_CUDA_KERNEL");
   if (requested == nullptr || requested[0] == '\0') return sm90_runs ? KernelFamily::sm90 : KernelFamily::sm80;
   if (std::strcmp(requested, "sm80") == 0) return KernelFamily::sm80;
-  if (std::strcmp(requested, "sm90") == 0) {
-    if (sm90_runs) return KernelFamily::sm90;
+  const bool v1 = std::strcmp(requested, "sm90v1") == 0;
+  if (v1 || std::strcmp(requested, "sm90") == 0) {
+    if (sm90_runs) return v1 ? KernelFamily::sm90_v1 : KernelFamily::sm90;
     throw Error(ErrorKind::unsupported, "VSA_CUDA_KERNEL", "a kernel this device and build can run",
-                std::string("sm90 on compute capability ") + std::to_string(compute_capability) +
+                std::string(requested) + " on compute capability " + std::to_string(compute_capability) +
                     (kBuiltWithSm90a ? "" : " (this build has no sm_90a code)"));
   }
-  throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80 or sm90 (or unset)", requested);
+  throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80, sm90 or sm90v1 (or unset)", requested);
 }
 
 }  // namespace vsa::cuda

@@ -1,5 +1,7 @@
 // GPU metadata: block map -> q2k lists, and q2k -> k2q inversion, so that
-// block_sparse_attn_from_mask runs on the device with no host round trip.
+// block_sparse_attn_from_mask runs on the device with no host round trip;
+// and the lists of a packed variable-length batch moved onto the packed
+// sequence (pack_varlen_index).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -71,6 +73,34 @@ __global__ void invert_indices_kernel(const void* q2k_idx, bool idx_is_64, const
   }
 }
 
+// One thread per list entry. The entry's query block finds its sequence by
+// binary search over cu_q (the last sequence starting at or before it, which
+// skips empty ones); listed ids move by that sequence's first KV block. Every
+// read stays in bounds even when the offsets or counts break the documented
+// preconditions: the search never leaves [0, sequences) and counts are
+// clamped to [0, max_kv] before they index anything.
+__global__ void pack_varlen_index_kernel(const void* local_idx, bool local_is_64, const void* num,
+                                         bool num_is_64, const void* cu_q, const void* cu_kv,
+                                         bool cu_is_64, int sequences, std::int64_t nq, int max_kv,
+                                         std::int64_t entries, void* packed_idx, bool packed_is_64) {
+  const std::int64_t entry = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (entry >= entries) return;
+  const std::int64_t row = entry / max_kv;
+  const int e = static_cast<int>(entry % max_kv);
+  const std::int64_t query_block = row % nq;
+  int lo = 0, hi = sequences - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (read_int(cu_q, cu_is_64, mid) <= query_block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const std::int64_t count = min(max(read_int(num, num_is_64, row), std::int64_t{0}), std::int64_t{max_kv});
+  const std::int64_t id = e < count ? read_int(local_idx, local_is_64, entry) + read_int(cu_kv, cu_is_64, lo) : -1;
+  write_int(packed_idx, packed_is_64, entry, id);
+}
+
 unsigned blocks_for(std::int64_t work, int per_block) {
   return static_cast<unsigned>((work + per_block - 1) / per_block);
 }
@@ -104,6 +134,20 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
       static_cast<int>(num_kv_blocks), k2q_idx.data, k2q_idx.dtype == DType::i64,
       static_cast<int>(k2q_idx.shape[3]), cursors);
   check_launch("invert_indices_kernel");
+}
+
+void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q_blocks,
+                       const TensorRef& cu_kv_blocks, const TensorRef& packed_idx, void* stream) {
+  const std::int64_t entries = local_idx.numel();
+  if (entries == 0) return;
+  constexpr int kThreads = 256;
+  const DeviceGuard device(local_idx.device_index);
+  pack_varlen_index_kernel<<<blocks_for(entries, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      local_idx.data, local_idx.dtype == DType::i64, q2k_num.data, q2k_num.dtype == DType::i64, cu_q_blocks.data,
+      cu_kv_blocks.data, cu_q_blocks.dtype == DType::i64, static_cast<int>(cu_q_blocks.numel() - 1),
+      local_idx.shape[2], static_cast<int>(local_idx.shape[3]), entries, packed_idx.data,
+      packed_idx.dtype == DType::i64);
+  check_launch("pack_varlen_index_kernel");
 }
 
 }  // namespace vsa::cuda

@@ -1,5 +1,5 @@
-// map_to_index, invert_indices and topk_to_index on the CPU: hand-computed
-// cases, properties on random maps, and bad inputs.
+// map_to_index, invert_indices, topk_to_index and pack_varlen_index on the
+// CPU: hand-computed cases, properties on random maps, and bad inputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,6 +118,108 @@ TEST(TopkToIndex, WorksInPlace) {
   HostTensor num(DType::i32, {1, 1, 2});
   topk_to_index(ids.ref(), ids.ref(), num.ref());
   EXPECT_EQ(ints(ids), (std::vector<std::int64_t>{0, 1, 2, 3, 6, 7, 8, 9}));
+}
+
+// Two sequences in one packed batch, B = 1, H = 2: sequence 0 owns query
+// blocks [0, 2) and KV blocks [0, 3), sequence 1 query block 2 and KV blocks
+// [3, 5).
+TEST(PackVarlenIndex, HandComputed) {
+  for (DType cu_dtype : {DType::i32, DType::i64}) {
+    const HostTensor cu_q = int_tensor(cu_dtype, {3}, {0, 2, 3});
+    const HostTensor cu_kv = int_tensor(cu_dtype, {3}, {0, 3, 5});
+    const HostTensor local = int_tensor(DType::i64, {1, 2, 3, 2}, {2, 0, 1, -1, 1, 7,  //
+                                                                   0, -1, 2, 1, 0, 1});
+    const HostTensor num = int_tensor(DType::i32, {1, 2, 3}, {2, 1, 1, 1, 2, 0});
+    HostTensor packed(DType::i32, {1, 2, 3, 2});
+    packed.poison();
+    pack_varlen_index(local.ref(), num.ref(), cu_q.ref(), cu_kv.ref(), packed.ref());
+    // Entries past the count (the 7, the -1s) are never read; they become -1.
+    EXPECT_EQ(ints(packed), (std::vector<std::int64_t>{2, 0, 1, -1, 4, -1,  //
+                                                       0, -1, 2, 1, -1, -1}));
+  }
+}
+
+TEST(PackVarlenIndex, InPlaceAndAcrossEmptySequences) {
+  // Sequence 1 is empty on both axes, sequence 2 has KV blocks but no queries.
+  const HostTensor cu_q = int_tensor(DType::i64, {5}, {0, 1, 1, 1, 3});
+  const HostTensor cu_kv = int_tensor(DType::i64, {5}, {0, 2, 2, 4, 5});
+  HostTensor ids = int_tensor(DType::i32, {1, 1, 3, 2}, {1, 0, 0, 9, 0, 0});
+  const HostTensor num = int_tensor(DType::i32, {1, 1, 3}, {2, 1, 0});
+  pack_varlen_index(ids.ref(), num.ref(), cu_q.ref(), cu_kv.ref(), ids.ref());
+  EXPECT_EQ(ints(ids), (std::vector<std::int64_t>{1, 0, 4, -1, -1, -1}));
+}
+
+TEST(PackVarlenIndex, RandomListsStayInsideTheirSequence) {
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t b = 2, h = 3, sequences = 5, max_kv = 4;
+  std::vector<std::int64_t> cu_q{0}, cu_kv{0};
+  for (std::int64_t s = 0; s < sequences; ++s) {
+    cu_q.push_back(cu_q.back() + std::uniform_int_distribution<std::int64_t>(0, 4)(rng));
+    cu_kv.push_back(cu_kv.back() + std::uniform_int_distribution<std::int64_t>(1, 6)(rng));
+  }
+  const std::int64_t nq = cu_q.back();
+  if (nq == 0) GTEST_SKIP() << "no query blocks drawn";
+  HostTensor local(DType::i32, {b, h, nq, max_kv}), num(DType::i64, {b, h, nq});
+  std::vector<std::int64_t> sequence_of(static_cast<std::size_t>(nq));
+  for (std::int64_t s = 0; s < sequences; ++s)
+    for (std::int64_t i = cu_q[s]; i < cu_q[s + 1]; ++i) sequence_of[i] = s;
+  for (std::int64_t row = 0; row < b * h * nq; ++row) {
+    const std::int64_t s = sequence_of[row % nq];
+    num.set_int(row, std::uniform_int_distribution<std::int64_t>(0, max_kv)(rng));
+    for (std::int64_t e = 0; e < max_kv; ++e)
+      local.set_int(row * max_kv + e,
+                    std::uniform_int_distribution<std::int64_t>(0, cu_kv[s + 1] - cu_kv[s] - 1)(rng));
+  }
+  const HostTensor cu_q_t = int_tensor(DType::i32, {sequences + 1}, cu_q);
+  const HostTensor cu_kv_t = int_tensor(DType::i32, {sequences + 1}, cu_kv);
+  HostTensor packed(DType::i64, {b, h, nq, max_kv});
+  packed.poison();
+  pack_varlen_index(local.ref(), num.ref(), cu_q_t.ref(), cu_kv_t.ref(), packed.ref());
+  for (std::int64_t row = 0; row < b * h * nq; ++row) {
+    const std::int64_t s = sequence_of[row % nq];
+    for (std::int64_t e = 0; e < max_kv; ++e) {
+      const std::int64_t expected = e < num.get_int(row) ? local.get_int(row * max_kv + e) + cu_kv[s] : -1;
+      ASSERT_EQ(packed.get_int(row * max_kv + e), expected) << "row " << row << ", entry " << e;
+    }
+  }
+}
+
+TEST(PackVarlenIndex, RejectsBadOffsetsCountsAndIdsWritingNothing) {
+  const HostTensor local = int_tensor(DType::i32, {1, 1, 3, 2}, {0, 1, 2, 0, 0, 1});
+  const HostTensor num = int_tensor(DType::i32, {1, 1, 3}, {2, 1, 2});
+  const HostTensor cu_q = int_tensor(DType::i32, {3}, {0, 1, 3});
+  const HostTensor cu_kv = int_tensor(DType::i32, {3}, {0, 2, 5});
+  HostTensor packed(DType::i32, {1, 1, 3, 2});
+  packed.poison();
+  const auto pack = [&](const HostTensor& l, const HostTensor& n, const HostTensor& q, const HostTensor& kv) {
+    pack_varlen_index(l.ref(), n.ref(), q.ref(), kv.ref(), packed.ref());
+  };
+  // Query block 0 belongs to sequence 0, which has 2 KV blocks: id 2 is outside it.
+  const HostTensor escapes = int_tensor(DType::i32, {1, 1, 3, 2}, {0, 2, 2, 0, 0, 1});
+  expect_error_on("local_idx", [&] { pack(escapes, num, cu_q, cu_kv); });
+  const HostTensor negative = int_tensor(DType::i32, {1, 1, 3, 2}, {0, 1, -1, 0, 0, 1});
+  expect_error_on("local_idx", [&] { pack(negative, num, cu_q, cu_kv); });
+  expect_error_on("q2k_num", [&] { pack(local, int_tensor(DType::i32, {1, 1, 3}, {2, 3, 0}), cu_q, cu_kv); });
+  expect_error_on("cu_q_blocks", [&] { pack(local, num, int_tensor(DType::i32, {3}, {1, 1, 3}), cu_kv); });
+  expect_error_on("cu_q_blocks", [&] { pack(local, num, int_tensor(DType::i32, {3}, {0, 1, 2}), cu_kv); });
+  expect_error_on("cu_q_blocks", [&] { pack(local, num, int_tensor(DType::i32, {4}, {0, 2, 1, 3}),
+                                            int_tensor(DType::i32, {4}, {0, 2, 3, 5})); });
+  expect_error_on("cu_kv_blocks", [&] { pack(local, num, cu_q, int_tensor(DType::i32, {3}, {0, 4, 3})); });
+  expect_error_on("cu_kv_blocks.shape", [&] { pack(local, num, cu_q, int_tensor(DType::i32, {2}, {0, 5})); });
+  expect_error_on("cu_kv_blocks.dtype", [&] { pack(local, num, cu_q, int_tensor(DType::i64, {3}, {0, 2, 5})); });
+  expect_error_on("cu_q_blocks.shape", [&] { pack(local, num, int_tensor(DType::i32, {1}, {0}),
+                                                  int_tensor(DType::i32, {1}, {0})); });
+  expect_error_on("cu_q_blocks", [&] { pack(local, num, HostTensor(DType::i32, {1, 3}), cu_kv); });
+  HostTensor wrong_shape(DType::i32, {1, 1, 3, 3});
+  expect_error_on("packed_idx.shape",
+                  [&] { pack_varlen_index(local.ref(), num.ref(), cu_q.ref(), cu_kv.ref(), wrong_shape.ref()); });
+  TensorRef cuda_cu = cu_q.ref();
+  cuda_cu.device = Device::cuda;
+  expect_error_on("cu_q_blocks.device",
+                  [&] { pack_varlen_index(local.ref(), num.ref(), cuda_cu, cu_kv.ref(), packed.ref()); });
+  EXPECT_TRUE(packed.untouched());
+  pack(local, num, cu_q, cu_kv);  // the same arguments, valid, do write
+  EXPECT_EQ(ints(packed), (std::vector<std::int64_t>{0, 1, 4, -1, 2, 3}));
 }
 
 TEST(MetadataRejects, BadArguments) {

@@ -101,6 +101,46 @@ TEST(CudaPartialBlocks, ListOfOnePartialBlock) {
   expect_gpu_forward_matches(problem, true, 0);
 }
 
+// Lists aimed at the Hopper forward's TMA loads and its per-CTA schedule, in
+// one launch: lengths from 0 to 40 side by side, the last KV block (its
+// tile ends on the tensor's last row; partial too), one block repeated 40
+// times, and every block in order. Both layouts, both block sizes, D 64/128.
+class CudaForwardLists : public ::testing::TestWithParam<std::tuple<int, int, Layout>> {};
+
+TEST_P(CudaForwardLists, UnevenRepeatedAndLastRowBlocks) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [head_dim, block, layout] = GetParam();
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = head_dim;
+  c.block = block;
+  c.layout = layout;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.num_q_blocks = 6;
+  c.num_kv_blocks = 5;
+  c.max_kv = 40;
+  AttentionProblem problem(on_gpu(c), next_seed());
+  const std::int64_t last = c.num_kv_blocks - 1;
+  for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) problem.set_vbs(j, c.block);
+  problem.set_vbs(last, c.block - 7);
+  for (std::int64_t h = 0; h < c.heads; ++h) {
+    problem.set_list(0, h, 0, {});
+    problem.set_list(0, h, 1, {last});
+    problem.set_list(0, h, 2, std::vector<std::int64_t>(40, 2));
+    problem.set_list(0, h, 3, {0, 1, 2, 3, last});
+    std::vector<std::int64_t> long_list;
+    for (int e = 0; e < 40; ++e) long_list.push_back((e * 3 + h) % c.num_kv_blocks);
+    problem.set_list(0, h, 4, long_list);
+    problem.set_list(0, h, 5, {last, 0, last});
+  }
+  expect_gpu_forward_matches(problem, true, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DimsBlocksLayouts, CudaForwardLists,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128),
+                                            ::testing::Values(Layout::bhsd, Layout::bshd)));
+
 TEST(CudaDevice, CallersCurrentDeviceIsKept) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) GTEST_SKIP() << "needs two CUDA devices";

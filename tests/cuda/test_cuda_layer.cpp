@@ -2,7 +2,8 @@
 // block means, their gradient and the coarse stage's block lists must be
 // bit-identical (docs/layer.md, "Precision"); the coarse output, the gate
 // combine and its gradient agree to float32 rounding; topk_to_index sorts
-// exactly as on the CPU. Skipped when the machine has no CUDA device.
+// and pack_varlen_index moves lists exactly as on the CPU. Skipped when the
+// machine has no CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -320,6 +321,50 @@ TEST(CudaTopkToIndex, SortsRowsExactlyAsTheCpu) {
   HostTensor num(DType::i32, {1, 1, 2});
   on_device({&shaped, &num}, [&](const std::vector<TensorRef>& r) { topk_to_index(r[0], r[0], r[1]); });
   EXPECT_EQ(int_values(shaped), (std::vector<std::int64_t>{0, 1, 2, 3, 6, 7, 8, 9}));
+}
+
+// ---- pack_varlen_index ---------------------------------------------------------------------------
+
+TEST(CudaPackVarlenIndex, MovesListsExactlyAsTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(next_seed());
+  // Sequence query/KV block counts, an empty sequence and one without queries included.
+  const std::vector<std::int64_t> q_blocks{3, 0, 5, 0, 1, 7}, kv_blocks{2, 0, 6, 3, 1, 9};
+  std::vector<std::int64_t> cu_q{0}, cu_kv{0};
+  for (std::size_t s = 0; s < q_blocks.size(); ++s) {
+    cu_q.push_back(cu_q.back() + q_blocks[s]);
+    cu_kv.push_back(cu_kv.back() + kv_blocks[s]);
+  }
+  const std::int64_t b = 2, h = 3, nq = cu_q.back(), max_kv = 5;
+  for (const auto& [list_dtype, cu_dtype, out_dtype] :
+       {std::tuple{DType::i32, DType::i32, DType::i32}, std::tuple{DType::i64, DType::i32, DType::i64},
+        std::tuple{DType::i32, DType::i64, DType::i64}}) {
+    HostTensor local(list_dtype, {b, h, nq, max_kv}), num(list_dtype, {b, h, nq});
+    for (std::int64_t row = 0; row < b * h * nq; ++row) {
+      std::int64_t s = 0;
+      while (cu_q[s + 1] <= row % nq) ++s;
+      num.set_int(row, std::uniform_int_distribution<std::int64_t>(0, max_kv)(rng));
+      for (std::int64_t e = 0; e < max_kv; ++e)
+        local.set_int(row * max_kv + e, std::uniform_int_distribution<std::int64_t>(0, kv_blocks[s] - 1)(rng));
+    }
+    HostTensor cu_q_t = int_vector(cu_dtype, cu_q), cu_kv_t = int_vector(cu_dtype, cu_kv);
+    HostTensor cpu_packed(out_dtype, {b, h, nq, max_kv});
+    cpu_packed.poison();
+    HostTensor gpu_packed = cpu_packed;
+    pack_varlen_index(local.ref(), num.ref(), cu_q_t.ref(), cu_kv_t.ref(), cpu_packed.ref());
+    on_device({&local, &num, &cu_q_t, &cu_kv_t, &gpu_packed}, [&](const std::vector<TensorRef>& r) {
+      pack_varlen_index(r[0], r[1], r[2], r[3], r[4]);
+    });
+    expect_identical(gpu_packed, cpu_packed, "packed_idx");
+    // In place, as on the CPU.
+    if (list_dtype == out_dtype) {
+      HostTensor in_place = local;
+      on_device({&in_place, &num, &cu_q_t, &cu_kv_t}, [&](const std::vector<TensorRef>& r) {
+        pack_varlen_index(r[0], r[1], r[2], r[3], r[0]);
+      });
+      expect_identical(in_place, cpu_packed, "packed_idx in place");
+    }
+  }
 }
 
 }  // namespace

@@ -49,6 +49,18 @@ TEST_F(KernelChoice, OverrideSelectsThePortableKernelOnHopper) {
   EXPECT_EQ(kernel_family_for(90), KernelFamily::sm80);
 }
 
+TEST_F(KernelChoice, OverrideSelectsTheFirstHopperForward) {
+  setenv("VSA_CUDA_KERNEL", "sm90v1", 1);
+  if (built_with_sm90a()) {
+    EXPECT_EQ(kernel_family_for(90), KernelFamily::sm90_v1);
+    EXPECT_TRUE(is_hopper(KernelFamily::sm90_v1));
+    EXPECT_STREQ(kernel_family_name(KernelFamily::sm90_v1), "sm90v1");
+  } else {
+    EXPECT_THROW(kernel_family_for(90), Error);
+  }
+  EXPECT_THROW(kernel_family_for(80), Error);
+}
+
 TEST_F(KernelChoice, HopperKernelElsewhereIsRefusedWithAReason) {
   setenv("VSA_CUDA_KERNEL", "sm90", 1);
   try {

@@ -79,6 +79,17 @@ def topk_to_index_samples(gen, device):
                .to(device),)
 
 
+def pack_varlen_index_samples(gen, device):
+    # Videos of (query, KV) blocks (2, 3), (0, 1), (3, 2); ids local to each video.
+    q_blocks, kv_blocks = torch.tensor([2, 0, 3]), torch.tensor([3, 1, 2])
+    cu_q, cu_kv = (torch.cat([torch.zeros(1, dtype=torch.int64), n.cumsum(0)]) for n in (q_blocks, kv_blocks))
+    kv_of_row = kv_blocks.repeat_interleave(q_blocks)  # KV blocks of each query block's video
+    for dtype in (torch.int32, torch.int64):
+        idx = (torch.rand(2, 2, 5, 3, generator=gen) * kv_of_row[:, None]).long()
+        num = torch.randint(0, 4, (2, 2, 5), generator=gen)
+        yield tuple(t.to(device=device, dtype=dtype) for t in (idx, num, cu_q, cu_kv))
+
+
 def _layer_problems(gen, device):
     """Layer inputs on `device`: GQA, both layouts, a gate or none."""
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
@@ -124,6 +135,7 @@ SAMPLES = {
     "map_to_index": map_to_index_samples,
     "invert_indices": invert_indices_samples,
     "topk_to_index": topk_to_index_samples,
+    "pack_varlen_index": pack_varlen_index_samples,
     "block_mean": block_mean_samples,
     "block_mean_backward": block_mean_backward_samples,
     "coarse_stage": coarse_stage_samples,

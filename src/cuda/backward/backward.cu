@@ -136,7 +136,7 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.scale = scale;
   const int kv_tiles = static_cast<int>(s.num_kv_blocks * (s.block / 64));  // 64-key tiles
   const int batch = static_cast<int>(s.batch);
-  if (family == KernelFamily::sm90) {
+  if (is_hopper(family)) {
     sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, batch, stream);
     if (!atomic_dq) sm90::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
   } else {

@@ -63,6 +63,15 @@ class FwdConsumer {
   // partial row sums are rescaled when the max grows. Every tile has key 0
   // valid, so the running max is finite after the first tile (no inf − inf).
   __device__ void softmax(Scores& s, float scale_log2) {
+    float correction[kRowSlots];
+    if (softmax_scores(s, scale_log2, correction)) rescale_o(correction);
+  }
+
+  // The softmax without touching O, for a kernel whose previous P·V is still
+  // in flight: s becomes P and the row sums are rescaled; returns whether the
+  // max grew on any row of the warp, and then the factors O must be
+  // multiplied by once that P·V is done (rescale_o).
+  __device__ bool softmax_scores(Scores& s, float scale_log2, float (&correction)[kRowSlots]) {
     float new_max[kRowSlots];
     bool grew = false;
 #pragma unroll
@@ -79,17 +88,12 @@ class FwdConsumer {
     }
     // Past the first few tiles the running max rarely grows: when it grows on
     // no row of the warp, the rescale (a multiply per O accumulator) is skipped.
-    if (__any_sync(0xffffffffu, grew)) {
+    grew = __any_sync(0xffffffffu, grew);
+    if (grew) {
 #pragma unroll
       for (int r = 0; r < kRowSlots; ++r) {
-        const int m = r / 2, h = r % 2;
-        const float correction = ptx::exp2_fast(row_max_[r] - new_max[r]);
-        row_sum_[r] *= correction;
-#pragma unroll
-        for (int t = 0; t < kDimTiles; ++t) {
-          o_[m][t][2 * h] *= correction;
-          o_[m][t][2 * h + 1] *= correction;
-        }
+        correction[r] = ptx::exp2_fast(row_max_[r] - new_max[r]);
+        row_sum_[r] *= correction[r];
       }
     }
 #pragma unroll
@@ -108,6 +112,19 @@ class FwdConsumer {
         }
       }
       row_sum_[r] += sum;
+    }
+    return grew;
+  }
+
+  __device__ void rescale_o(const float (&correction)[kRowSlots]) {
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r) {
+      const int m = r / 2, h = r % 2;
+#pragma unroll
+      for (int t = 0; t < kDimTiles; ++t) {
+        o_[m][t][2 * h] *= correction[r];
+        o_[m][t][2 * h + 1] *= correction[r];
+      }
     }
   }
 

@@ -1,6 +1,9 @@
-// Host-visible declaration of the Hopper forward launcher; its explicit
-// instantiations live in generated translation units (fwd_instance.cu.in).
-// The kernel body exists only in sm_90a code.
+// Host-visible declarations of the Hopper forward launchers: the second
+// version (TMA loads, fwd_tma_kernel.cuh) and the first (cp.async loads,
+// fwd_kernel.cuh), which runs what TMA cannot describe and the override
+// VSA_CUDA_KERNEL=sm90v1. Their explicit instantiations live in generated
+// translation units (fwd_instance.cu.in, fwd_tma_instance.cu.in). The kernel
+// bodies exist only in sm_90a code.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/kernel_params.hpp"
+#include "cuda/sm90/tensor_maps.hpp"
 
 namespace vsa::cuda::sm90 {
 
@@ -18,5 +22,13 @@ extern template void launch_fwd<__nv_bfloat16, 64>(const FwdKernelParams&, int, 
 extern template void launch_fwd<__nv_bfloat16, 128>(const FwdKernelParams&, int, cudaStream_t);
 extern template void launch_fwd<__half, 64>(const FwdKernelParams&, int, cudaStream_t);
 extern template void launch_fwd<__half, 128>(const FwdKernelParams&, int, cudaStream_t);
+
+template <class Elem, int kHeadDim>
+void launch_fwd_tma(const FwdKernelParams& p, const FwdTensorMaps& maps, int batch, cudaStream_t stream);
+
+extern template void launch_fwd_tma<__nv_bfloat16, 64>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
+extern template void launch_fwd_tma<__nv_bfloat16, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
+extern template void launch_fwd_tma<__half, 64>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
+extern template void launch_fwd_tma<__half, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
 
 }  // namespace vsa::cuda::sm90

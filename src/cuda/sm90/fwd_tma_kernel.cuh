@@ -1,0 +1,223 @@
+// Hopper (sm_90a) block-sparse forward, second version: the first version's
+// warpgroup and products (fwd_kernel.cuh), with the tiles brought in by the
+// TMA unit and the softmax overlapped with the tensor cores.
+//
+// Loads: one thread (the producer role, thread 0) requests each Q, K and V
+// tile as TMA boxes at the coordinates of the listed block, completing on a
+// per-buffer mbarrier; the four warps (the consumer role) wait on that
+// barrier. No thread moves data: thread 0 only issues the requests, and no
+// CTA barrier waits for a copy (v1's threads copied with cp.async and waited
+// for their copies at two CTA barriers per tile).
+//
+// Known gap (as in v1 and the portable kernel, for partial blocks): keys past
+// vbs get P = 0, but their V rows are still multiplied, so a NaN or Inf in
+// the padding rows of V reaches the output (0·NaN); v2 also runs the products
+// of a block with vbs = 0 (P = 0) where v1 skipped it. Padding is zeros in
+// every VSA pipeline; zeroing those rows in shared memory is the fix to make.
+//
+// Overlap: at tile t the warpgroup issues S(t) = Q·K(t)ᵀ and then
+// O += P(t−1)·V(t−1), waits only for S(t), and runs the softmax of tile t
+// while the P·V product is still on the tensor cores; O is rescaled by the
+// new running max once that product is done. So V is double-buffered (V(t+1)
+// is requested as soon as P·V(t−1) has released its buffer) and K single
+// (K(t+1) is requested as soon as S(t) has read K(t), and lands under the
+// softmax). Q, K and two V buffers: 64 KB at D = 128, three CTAs per SM
+// (158 registers); four at D = 64.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/launch.cuh"
+#include "cuda/common/query_scheduler.cuh"
+#include "cuda/sm80/fwd_epilogue.cuh"
+#include "cuda/sm90/register_fragments.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
+#include "cuda/sm90/tensor_maps.hpp"
+#include "cuda/sm90/tma.cuh"
+
+namespace vsa::cuda::sm90 {
+
+struct FwdTmaParams {
+  FwdTensorMaps maps;  // first: 64-byte aligned
+  FwdKernelParams p;
+};
+
+constexpr int kTmaFwdThreads = kWarpgroupThreads;
+template <int kHeadDim>
+constexpr int kTmaFwdCtasPerSm = kHeadDim == 128 ? 3 : 4;
+
+// Where a CTA's tiles (Q, K, two V buffers) and their barriers sit in shared memory.
+template <int kHeadDim>
+struct FwdTmaSmem {
+  using Tile = SwizzledTile<kHeadDim>;
+  static constexpr int kBytes = 4 * Tile::kBytes + 4 * 8 + 1024;  // tiles, barriers, alignment slack
+  std::uint32_t q, k, v0, q_full, k_full, v0_full;
+  __device__ explicit FwdTmaSmem(std::uint32_t base)  // base: 1024-byte aligned
+      : q(base),
+        k(base + Tile::kBytes),
+        v0(base + 2 * Tile::kBytes),
+        q_full(base + 4 * Tile::kBytes),
+        k_full(q_full + 8),
+        v0_full(q_full + 16) {}
+  // Tile j's V buffer and its barrier; fill j / 2 of that buffer, so a waiter passes (j / 2) & 1.
+  __device__ std::uint32_t v(int j) const { return v0 + static_cast<std::uint32_t>(j & 1) * Tile::kBytes; }
+  __device__ std::uint32_t v_full(int j) const { return v0_full + static_cast<std::uint32_t>(j & 1) * 8; }
+  __device__ static std::uint32_t v_parity(int j) { return static_cast<std::uint32_t>(j >> 1) & 1u; }
+};
+
+// The producer's request: a [64 rows][D] tile from `row` of (head, batch), one
+// 64-column box per 128-byte swizzle block, all completing on `full`.
+template <int kHeadDim>
+__device__ __forceinline__ void request_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+                                             std::int64_t row, int head, int batch) {
+  mbarrier_expect_bytes(full, SwizzledTile<kHeadDim>::kBytes);
+#pragma unroll
+  for (int c = 0; c < kHeadDim / 64; ++c)
+    tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+}
+
+template <class Elem, int kHeadDim>
+__global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fwd_tma_kernel(const __grid_constant__ FwdTmaParams params) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1>;
+  constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
+  const FwdKernelParams& p = params.p;
+  const FwdTensorMaps& maps = params.maps;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  // The swizzle is applied to address bits, so tiles start on 1024 bytes.
+  const FwdTmaSmem<kHeadDim> buf((ptx::smem_addr(smem) + 1023u) & ~1023u);
+  const bool producer = threadIdx.x == 0;
+
+  const QueryScheduler<kTileRows> sched(p);
+  const int num_tiles = sched.num_tiles();
+  const int batch = sched.batch(), kv_head = sched.kv_head();
+
+  if (producer) {
+    prefetch_tensor_map(maps.q);
+    prefetch_tensor_map(maps.k);
+    prefetch_tensor_map(maps.v);
+    mbarrier_init(buf.q_full, 1);
+    mbarrier_init(buf.k_full, 1);
+    mbarrier_init(buf.v_full(0), 1);
+    mbarrier_init(buf.v_full(1), 1);
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // the barriers are initialized before anyone waits on them
+
+  if (producer) {  // Q, K(0), and V(0) and V(1) into the two V buffers
+    request_tile<kHeadDim>(buf.q, buf.q_full, maps.q, sched.first_query_row(), sched.head(), batch);
+    for (int j = 0; j < 2 && j < num_tiles; ++j) {
+      const std::int64_t key = sched.first_key(j, sched.block_of(j));
+      if (j == 0) request_tile<kHeadDim>(buf.k, buf.k_full, maps.k, key, kv_head, batch);
+      request_tile<kHeadDim>(buf.v(j), buf.v_full(j), maps.v, key, kv_head, batch);
+    }
+  }
+
+  Consumer consumer(static_cast<int>(threadIdx.x) / 32);
+  float(&o)[kHeadDim / 2] = reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
+  // P(t−1), the A operand of the P·V product in flight; zero for a tile with
+  // no real keys, so every tile issues the same products. The loop body has
+  // no branch around a wgmma: ptxas serializes products it cannot follow.
+  std::uint32_t p_prev[kTileRows / 16][4];
+  typename Consumer::Scores s;
+  float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
+  const auto issue_scores = [&] {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(buf.q, kk), k_major_desc<kHeadDim>(buf.k, kk), kk > 0);
+    wgmma_commit();
+    fence_registers(s_flat);
+  };
+  const auto issue_pv = [&](int j) {  // O += P(j)·V(j), P(j) in p_prev
+#pragma unroll
+    for (int kk = 0; kk < kTileRows / 16; ++kk)
+      wgmma_rs<kBf16, kHeadDim>(o, p_prev[kk], mn_major_desc<kHeadDim>(buf.v(j), kk), 1);
+    wgmma_commit();
+    fence_registers(o);
+  };
+  const auto wait_v = [&](int j) { mbarrier_wait(buf.v_full(j), FwdTmaSmem<kHeadDim>::v_parity(j)); };
+  // After S(t) has read K(t) (all warps): K(t+1) into the one K buffer.
+  const auto after_scores = [&](int t, std::int64_t next_block) {
+    __syncthreads();
+    if (producer && t + 1 < num_tiles)
+      request_tile<kHeadDim>(buf.k, buf.k_full, maps.k, sched.first_key(t + 1, next_block), kv_head, batch);
+  };
+  // The softmax of tile t's scores, P into p_prev once O may be rescaled
+  // (`then` runs in between: the wait for the product in flight).
+  const auto softmax_into_p = [&](int valid, auto then) {
+    float correction[Consumer::kRowSlots];
+    bool grew = false;
+    if (valid > 0) {
+      if (valid < kTileRows) consumer.mask_keys(s, valid);
+      grew = consumer.softmax_scores(s, p.scale_log2, correction);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTileRows / 2; ++i) s_flat[i] = 0.0f;  // no keys: P = 0
+    }
+    then();
+    if (grew) consumer.rescale_o(correction);
+    pack_a<Elem>(s, p_prev);
+  };
+
+  std::int64_t block = num_tiles > 0 ? sched.block_of(0) : 0;
+  mbarrier_wait(buf.q_full, 0);  // also before the epilogue stages O over Q, with no tiles
+  if (num_tiles > 0) {  // tile 0: no product in flight yet
+    const std::int64_t next_block = sched.block_of(1);
+    mbarrier_wait(buf.k_full, 0);
+    wgmma_fence();
+    issue_scores();
+    wgmma_wait<0>();
+    fence_registers(s_flat);
+    after_scores(0, next_block);
+    softmax_into_p(sched.valid_keys(0, block), [] {});
+    block = next_block;
+  }
+  for (int t = 1; t < num_tiles; ++t) {
+    const int valid = sched.valid_keys(t, block);
+    const std::int64_t next_block = sched.block_of(t + 1);
+    mbarrier_wait(buf.k_full, static_cast<std::uint32_t>(t) & 1u);
+    wait_v(t - 1);
+    fence_registers(o);
+    wgmma_fence();
+    issue_scores();
+    issue_pv(t - 1);
+    wgmma_wait<1>();  // S(t), the older group, while P·V(t−1) runs on
+    fence_registers(s_flat);
+    after_scores(t, next_block);
+    softmax_into_p(valid, [&] {
+      wgmma_wait<0>();
+      fence_registers(o);
+      __syncthreads();  // every warp's P·V(t−1) has read V(t−1): its buffer takes V(t+1)
+      if (producer && t + 1 < num_tiles)
+        request_tile<kHeadDim>(buf.v(t + 1), buf.v_full(t + 1), maps.v, sched.first_key(t + 1, next_block), kv_head,
+                               batch);
+    });
+    block = next_block;
+  }
+  if (num_tiles > 0) {  // the last tile's P·V
+    wait_v(num_tiles - 1);
+    fence_registers(o);
+    wgmma_fence();
+    issue_pv(num_tiles - 1);
+    wgmma_wait<0>();
+    fence_registers(o);
+  }
+  __syncthreads();  // every warp's products are done reading Q and V
+  // Every product that read Q is done (the loop's barriers, or no tiles), and
+  // every requested tile has landed: the epilogue stages O over Q.
+  const auto [out, lse] = cta_outputs<Elem>(p, sched);
+  Elem* stage = reinterpret_cast<Elem*>(smem + (buf.q - ptx::smem_addr(smem)));
+  sm80::write_output(consumer, stage, out, p.out_stride.seq, lse);
+#else
+  __trap();  // built only for sm_90a; dispatch never launches it elsewhere
+#endif
+}
+
+template <class Elem, int kHeadDim>
+void launch_fwd_tma(const FwdKernelParams& p, const FwdTensorMaps& maps, int batch, cudaStream_t stream) {
+  const FwdTmaParams params{maps, p};
+  launch_kernel<fwd_tma_kernel<Elem, kHeadDim>, FwdTmaSmem<kHeadDim>::kBytes>(
+      query_tile_grid<kTileRows>(p, batch), kTmaFwdThreads, stream, params, "fwd_tma_kernel (sm90)");
+}
+
+}  // namespace vsa::cuda::sm90

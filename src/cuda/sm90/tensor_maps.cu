@@ -1,0 +1,58 @@
+#include "cuda/sm90/tensor_maps.hpp"
+
+#include "cuda/common/block_lists.cuh"
+
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+
+namespace vsa::cuda::sm90 {
+namespace {
+
+// The driver's encoder, found once through the runtime (so the library does
+// not link libcuda itself); null when the driver lacks it.
+PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* symbol = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &symbol, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(symbol);
+  }();
+  return fn;
+}
+
+// A stride of a dimension of extent 1 is never stepped; TMA still wants it a
+// nonzero multiple of 16 bytes, so any such value stands in.
+std::uint64_t stride_bytes(std::int64_t elements, std::int64_t extent) {
+  return extent == 1 ? 16u : static_cast<std::uint64_t>(elements) * 2u;
+}
+
+bool encode(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16,
+            const SeqStrides& stride, int batch, int heads, std::int64_t seq, int head_dim) {
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {stride_bytes(stride.seq, seq), stride_bytes(stride.head, heads),
+                                 stride_bytes(stride.batch, batch)};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(kTileRows), 1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  return fn(&map, is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+            const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace
+
+bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
+                            std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps) {
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+  return fn != nullptr && encode(fn, maps.q, p.q, is_bf16, p.q_stride, batch, p.heads, seq_q, head_dim) &&
+         encode(fn, maps.k, p.k, is_bf16, p.k_stride, batch, kv_heads, seq_kv, head_dim) &&
+         encode(fn, maps.v, p.v, is_bf16, p.v_stride, batch, kv_heads, seq_kv, head_dim);
+}
+
+}  // namespace vsa::cuda::sm90

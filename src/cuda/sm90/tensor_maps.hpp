@@ -1,0 +1,26 @@
+// Host side of the Hopper TMA loads: the tensor maps (TMA descriptors) of a
+// forward's q, k and v, each viewed as a 4-D [B][H][S][D] tensor through its
+// element strides (either layout), copied in boxes of 64 rows × 64 columns
+// into the 128-byte-swizzled tiles that wgmma reads.
+#pragma once
+
+#include <cuda.h>
+
+#include "cuda/common/kernel_params.hpp"
+
+namespace vsa::cuda::sm90 {
+
+struct FwdTensorMaps {  // each CUtensorMap is 64-byte aligned
+  CUtensorMap q, k, v;
+};
+
+// Encodes the three maps for 16-bit elements (`is_bf16` or fp16). Returns
+// false, with no error raised, when the driver refuses to describe a view
+// (or has no encoder): the caller then runs the kernel that loads with
+// cp.async. The views that reach here already have 16-byte aligned rows and
+// strides (rows_aligned), which is what the driver documents it needs; no
+// refusal has been observed yet. Host-only, no device synchronization.
+bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
+                            std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps);
+
+}  // namespace vsa::cuda::sm90

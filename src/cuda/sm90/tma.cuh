@@ -1,0 +1,57 @@
+// Hopper asynchronous copies and the barriers that track them: TMA tile loads
+// (cp.async.bulk.tensor) described by a CUtensorMap, completing on a shared
+// mbarrier that counts the bytes still to land ("transaction count").
+//
+// A full/empty protocol is not needed where the consumer and the issuing
+// thread are one warpgroup: the warpgroup synchronizes before the issuing
+// thread reuses a buffer. Each barrier here guards one buffer and flips its
+// phase once per fill, so a waiter passes `fill_count & 1`.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace vsa::cuda::sm90 {
+
+__device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// Initialized barriers made visible to the TMA unit (the async proxy).
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// The issuing thread's arrival, announcing `bytes` that the copies will deliver.
+__device__ __forceinline__ void mbarrier_expect_bytes(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Blocks until the barrier's phase `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap& map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&map)) : "memory");
+}
+
+// One box of a 4-D tensor map, at element coordinates (c0 innermost), into
+// shared memory at `dst`; its bytes count down the transaction count that
+// mbarrier_expect_bytes announced on `bar`.
+__device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap& map, std::uint32_t bar, int c0,
+                                            int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+}  // namespace vsa::cuda::sm90

@@ -1,0 +1,353 @@
+"""vsa.compat.fastvideo_kernel: FastVideo's VSA API on vsa, against float64 references
+(fastvideo_reference.py), on the CPU and (gpu-marked) on CUDA. The shapes, dtypes and
+calls follow FastVideo's own kernel tests, so what those check on the H200 is checked
+here first."""
+
+import importlib
+import math
+import sys
+from types import ModuleType
+
+import pytest
+import torch
+
+import vsa
+import vsa.compat
+from attention_reference import rel_error
+from fastvideo_reference import fastvideo_layer, masked_attention, token_mask, zero_pads
+from vsa.compat import fastvideo_kernel as fk
+from vsa.compat.fastvideo_kernel import block_sparse_attn_256 as fk256
+
+# The package's block_sparse_attn attribute is the function (as in FastVideo); the module by path:
+fk_bsa = importlib.import_module("vsa.compat.fastvideo_kernel.block_sparse_attn")
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+BF16 = 1e-2  # relative Frobenius error for bf16 results (DESIGN.md §4)
+FASTVIDEO_ALL = [  # fastvideo_kernel 0.3.2's __all__
+    "sliding_tile_attention", "video_sparse_attn", "video_sparse_attn_bshd", "block_sparse_attn",
+    "block_sparse_attn_from_indices", "block_sparse_attn_varlen", "moba_attn_varlen", "process_moba_input",
+    "process_moba_output", "Int8Linear", "FastRMSNorm", "FastLayerNorm", "int8_linear", "int8_quant",
+    "VSA_TILE_SIZE", "get_tile_partition_indices", "get_reverse_tile_partition_indices",
+    "construct_variable_block_sizes", "get_non_pad_index", "build_vsa_metadata", "__version__",
+]
+UNSUPPORTED = ["sliding_tile_attention", "moba_attn_varlen", "process_moba_input", "process_moba_output",
+               "int8_linear", "int8_quant", "Int8Linear", "FastRMSNorm", "FastLayerNorm"]
+
+
+def randn(gen, *shape, device, dtype=torch.bfloat16, scale=1.0):
+    return (torch.randn(shape, generator=gen) * scale).to(device=device, dtype=dtype)
+
+
+def with_grads(fn, inputs, dout):
+    inputs = [t.detach().clone().requires_grad_() for t in inputs]
+    out = fn(*inputs)
+    (out.double() * dout.double()).sum().backward()
+    return out.detach(), [t.grad for t in inputs]
+
+
+def expect_close(got, want, tol, what):
+    assert torch.isfinite(got).all(), f"{what}: non-finite values"
+    assert rel_error(got.cpu(), want.cpu()) <= tol, f"{what}: rel error {rel_error(got.cpu(), want.cpu()):.3e}"
+
+
+# ---- the module, its registration and its refusals -------------------------------------------------
+
+
+@pytest.fixture
+def clean_modules(monkeypatch):
+    """sys.modules restored after the test (install() edits it)."""
+    for name in [n for n in sys.modules if n == "fastvideo_kernel" or n.startswith("fastvideo_kernel.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield monkeypatch
+    vsa.compat.uninstall()
+
+
+def test_install_serves_fastvideo_imports(clean_modules):
+    assert vsa.compat.install() is fk
+    assert vsa.compat.install() is fk  # idempotent
+    import fastvideo_kernel
+    from fastvideo_kernel.block_sparse_attn import _map_to_index, block_sparse_attn_triton  # noqa: F401
+    from fastvideo_kernel.block_sparse_attn_256 import block_sparse_attn_128  # noqa: F401
+    from fastvideo_kernel.block_sparse_attn_varlen import block_sparse_attn_varlen  # noqa: F401
+    from fastvideo_kernel.vsa_utils import _canonicalize_device  # noqa: F401
+    assert fastvideo_kernel is fk
+    assert sorted(fastvideo_kernel.__all__) == sorted(FASTVIDEO_ALL)
+    assert all(hasattr(fastvideo_kernel, name) for name in FASTVIDEO_ALL)
+    assert sys.modules["fastvideo_kernel.ops"] is sys.modules["vsa.compat.fastvideo_kernel.ops"]
+    with pytest.raises(ModuleNotFoundError):
+        import fastvideo_kernel._C  # noqa: F401  (FastVideo code probes it to pick a backend)
+    with pytest.raises(ModuleNotFoundError):
+        import fastvideo_kernel.triton_kernels.st_attn_triton  # noqa: F401
+    from fastvideo_kernel import block_sparse_attn_sm100a as sm100a
+    assert sm100a.is_supported(torch.zeros(1, 1, 64, 64), torch.full((1,), 64)) is False
+    with pytest.raises(vsa.UnsupportedError, match="block_sparse_attn_sm100a"):
+        sm100a.block_sparse_attn_sm100a()
+
+
+def test_index_helpers(clean_modules, gen):
+    vsa.compat.install()
+    from fastvideo_kernel.triton_kernels.index import invert_indices, map_to_index, topk_index_to_map
+    topk = torch.stack([torch.randperm(7, generator=gen)[:3] for _ in range(2 * 3 * 5)]).reshape(2, 3, 5, 3)
+    block_map = topk_index_to_map(topk, 7)
+    assert block_map.shape == (2, 3, 5, 7) and block_map.sum(-1).eq(3).all()
+    assert torch.equal(topk_index_to_map(topk, 7, transpose_map=True), block_map)
+    q2k_idx, q2k_num = map_to_index(block_map)
+    assert q2k_num.eq(3).all() and torch.equal(q2k_idx[..., :3], topk.sort(-1).values.int())
+    k2q_idx, k2q_num = invert_indices(q2k_idx, q2k_num, 7)
+    assert k2q_idx.shape == (2, 3, 7, 5) and torch.equal(k2q_num, block_map.sum(2).int())
+
+
+def test_install_does_not_silently_replace_another_fastvideo_kernel(clean_modules):
+    clean_modules.setitem(sys.modules, "fastvideo_kernel", ModuleType("fastvideo_kernel"))
+    with pytest.raises(RuntimeError, match="already imported"):
+        vsa.compat.install()
+    assert vsa.compat.install(replace=True) is fk
+
+
+@pytest.mark.parametrize("name", UNSUPPORTED)
+def test_what_vsa_does_not_do_raises_naming_it(name):
+    with pytest.raises(vsa.UnsupportedError, match=name):
+        getattr(fk, name)(torch.zeros(1))
+
+
+# ---- block-sparse attention -------------------------------------------------------------------------
+
+
+def fastvideo_block_problem(gen, device, heads, nq, nk, topk, dim=64, block=64, min_valid=16):
+    """As FastVideo's tests draw them: valid counts in [16, block], a random top-k block mask,
+    zeros at the padded positions of q, k and v."""
+    vbs = torch.randint(min_valid, block + 1, (nk,), generator=gen, dtype=torch.int32)
+    q_vbs = torch.randint(min_valid, block + 1, (nq,), generator=gen, dtype=torch.int32)
+    scores = torch.rand(heads, nq, nk, generator=gen)
+    block_map = torch.zeros(heads, nq, nk, dtype=torch.bool).scatter_(-1, scores.topk(min(topk, nk)).indices, True)
+    q = zero_pads(randn(gen, 1, heads, nq * block, dim, device="cpu"), q_vbs, block)
+    k = zero_pads(randn(gen, 1, heads, nk * block, dim, device="cpu"), vbs, block)
+    v = zero_pads(randn(gen, 1, heads, nk * block, dim, device="cpu"), vbs, block)
+    return [t.to(device) for t in (q, k, v, block_map, vbs)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("nq,nk,topk,map_rank", [(5, 5, 2, 4), (3, 6, 4, 3), (6, 3, 1, 4)])
+def test_block_sparse_attn_forward_backward_and_lse(gen, device, nq, nk, topk, map_rank):
+    q, k, v, block_map, vbs = fastvideo_block_problem(gen, device, heads=3, nq=nq, nk=nk, topk=topk)
+    the_map = block_map if map_rank == 3 else block_map.unsqueeze(0)
+    dout = randn(gen, *q.shape, device=device)
+    out, grads = with_grads(lambda *x: fk.block_sparse_attn(*x, the_map, vbs)[0], (q, k, v), dout)
+    want, want_grads = with_grads(lambda *x: masked_attention(*x, token_mask(block_map[None], vbs, 64, 64))[0],
+                                  (q.double(), k.double(), v.double()), dout)
+    expect_close(out, want, BF16, "out")
+    for name, g, w in zip("qkv", grads, want_grads):
+        expect_close(g, w, BF16, f"d{name}")
+    _, lse = fk.block_sparse_attn(q, k, v, the_map, vbs)
+    _, want_lse = masked_attention(q, k, v, token_mask(block_map[None], vbs, 64, 64))
+    assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
+    assert torch.allclose(lse.cpu().double(), want_lse.cpu(), atol=2e-2, rtol=0)  # base 2, like FastVideo's M
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_index_entry_points_are_the_mask_one(gen, device):
+    q, k, v, block_map, vbs = fastvideo_block_problem(gen, device, heads=2, nq=4, nk=4, topk=2)
+    want = fk.block_sparse_attn(q, k, v, block_map, vbs)
+    q2k_idx, q2k_num = fk_bsa._map_to_index(block_map.unsqueeze(0))
+    assert q2k_idx.dtype == torch.int32 and q2k_num.dtype == torch.int32
+    for entry in (fk.block_sparse_attn_from_indices, fk_bsa.block_sparse_attn_triton, fk_bsa.block_sparse_attn_sm90):
+        got = entry(q, k, v, q2k_idx, q2k_num, vbs)
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), entry.__name__
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("scale", [1.0, 4.0, 16.0])
+def test_gradients_hold_at_large_activation_scale(gen, device, scale):
+    """FastVideo's regression: logits of a few hundred must not wreck the backward."""
+    q, k, v, block_map, _ = fastvideo_block_problem(gen, device, heads=2, nq=8, nk=8, topk=3, dim=128)
+    q, k = q * scale, k * scale
+    full = torch.full((8,), 64, dtype=torch.int32, device=device)
+    dout = randn(gen, *q.shape, device=device)
+    _, grads = with_grads(lambda *x: fk.block_sparse_attn(*x, block_map, full)[0], (q, k, v), dout)
+    _, want = with_grads(lambda *x: masked_attention(*x, token_mask(block_map[None], full, 64, 64))[0],
+                         (q.double(), k.double(), v.double()), dout)
+    for name, g, w in zip("qkv", grads, want):
+        expect_close(g, w, 5e-2, f"d{name}")
+        assert 0.98 < float(g.double().norm() / w.norm()) < 1.02, f"d{name} norm"
+
+
+# ---- 128- and 256-token blocks --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("block", [128, 256])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_large_block_entry_points(gen, device, block, layout):
+    # Counts at, above and below half a block: a 256-block's second half may be empty.
+    vbs = torch.tensor([block, block // 2 + 27, 37, block // 2], dtype=torch.int32, device=device)
+    q = randn(gen, 1, 2, 3 * block, 64, device=device)
+    k, v = (zero_pads(randn(gen, 1, 2, 4 * block, 64, device=device), vbs, block) for _ in range(2))
+    block_map = torch.rand(1, 2, 3, 4, generator=gen).to(device) < 0.5
+    block_map[..., 0] = True  # every row sees a key
+    entry = {(128, "bhsd"): fk256.block_sparse_attn_128, (128, "bshd"): fk256.block_sparse_attn_128_bshd,
+             (256, "bhsd"): fk256.block_sparse_attn_256, (256, "bshd"): fk256.block_sparse_attn_256_bshd}
+    dout = randn(gen, *q.shape, device=device)
+    to_layout = (lambda t: t) if layout == "bhsd" else (lambda t: t.transpose(1, 2).contiguous())
+    out, grads = with_grads(lambda *x: to_layout(entry[block, layout](*(to_layout(t) for t in x), block_map, vbs)[0]),
+                            (q, k, v), dout)
+    want, want_grads = with_grads(lambda *x: masked_attention(*x, token_mask(block_map, vbs, block, block))[0],
+                                  (q.double(), k.double(), v.double()), dout)
+    expect_close(out, want, BF16, "out")
+    for name, g, w in zip("qkv", grads, want_grads):
+        expect_close(g, w, BF16, f"d{name}")
+    _, lse = entry[block, layout](to_layout(q), to_layout(k), to_layout(v), block_map[0], vbs)
+    assert lse.shape == (1, 2, 3 * block)  # [B, H, S] in both layouts
+
+
+# ---- the VSA layer ----------------------------------------------------------------------------------------
+
+
+TILES = {64: (4, 4, 4), 128: (2, 8, 8), 256: (4, 8, 8)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("block", [64, 128, 256])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("gated", [False, True])
+def test_video_sparse_attn_matches_fastvideo_arithmetic(gen, device, block, layout, gated):
+    nq, nk, topk = 3, 5, 2
+    vbs = torch.tensor([block, block - 37, 21, block, block // 2 + 5], dtype=torch.int32, device=device)
+    q_vbs = torch.tensor([block, block // 2 + 9, block - 3], dtype=torch.int32, device=device)
+    q = zero_pads(randn(gen, 1, 2, nq * block, 64, device=device), q_vbs, block)
+    k, v = (zero_pads(randn(gen, 1, 2, nk * block, 64, device=device), vbs, block) for _ in range(2))
+    gate = randn(gen, *q.shape, device=device, scale=0.1)
+    inputs = (q, k, v, gate) if gated else (q, k, v)
+    dout = randn(gen, *q.shape, device=device)
+
+    def shim(q_, k_, v_, gate_=None):
+        if layout == "bhsd":
+            return fk.video_sparse_attn(q_, k_, v_, vbs, q_vbs, topk, block_size=TILES[block],
+                                        compress_attn_weight=gate_)
+        t = lambda x: None if x is None else x.transpose(1, 2)  # noqa: E731
+        return t(fk.video_sparse_attn_bshd(t(q_), t(k_), t(v_), vbs, q_vbs, topk, block_size=TILES[block],
+                                           compress_attn_weight=t(gate_)))
+
+    out, grads = with_grads(shim, inputs, dout)
+    want, want_grads = with_grads(lambda *x: fastvideo_layer(*x[:3], vbs, q_vbs, topk, block, *x[3:]), inputs, dout)
+    expect_close(out, want, BF16, "out")
+    for name, g, w in zip(["dq", "dk", "dv", "dgate"], grads, want_grads):
+        expect_close(g, w, BF16, name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inference_forward_is_the_training_forward(gen, device):
+    vbs = torch.tensor([256, 173, 79, 256], dtype=torch.int32, device=device)
+    q_vbs = torch.full((3,), 256, dtype=torch.int32, device=device)
+    q = randn(gen, 1, 3 * 256, 2, 64, device=device)
+    k, v = (randn(gen, 1, 4 * 256, 2, 64, device=device) for _ in range(2))
+    with torch.no_grad():
+        inference = fk.video_sparse_attn_bshd(q, k, v, vbs, q_vbs, 2, block_size=(4, 8, 8))
+    training = fk.video_sparse_attn_bshd(q.requires_grad_(), k, v, vbs, q_vbs, 2, block_size=(4, 8, 8))
+    assert torch.equal(inference, training.detach())
+
+
+@pytest.mark.parametrize("call,argument", [
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, vbs, 1), "'block_size'"),  # default 64: a 64^3 tile
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, vbs, 1, block_size=3), "'block_size'"),
+    (lambda q, vbs: fk.video_sparse_attn(q, q[:, :1], q[:, :1], vbs, vbs, 1, block_size=4), "'k.shape'"),
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs[:1], vbs, 1, block_size=4), "'variable_block_sizes.shape'"),
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, vbs, 0, block_size=4), "'topk'"),
+])
+def test_video_sparse_attn_refuses_bad_arguments(call, argument):
+    q = torch.randn(1, 2, 128, 64)
+    with pytest.raises(ValueError, match=argument):
+        call(q, torch.full((2,), 64, dtype=torch.int32))
+
+
+# ---- variable-length batches in FastVideo's form -----------------------------------------------------------
+
+
+def fastvideo_varlen_case(gen, device, sizes, heads=2, dim=64, topk=2):
+    """Per video: tokens [S, H, D] (unpadded), block counts in [16, 64], local lists."""
+    videos = []
+    for nq, nk in sizes:
+        q, k, v, block_map, vbs = fastvideo_block_problem(gen, device, heads, nq, nk, topk, dim)
+        q_vbs = torch.randint(16, 65, (nq,), generator=gen, dtype=torch.int32).to(device)
+        q = randn(gen, int(q_vbs.sum()), heads, dim, device=device)
+        k, v = (randn(gen, int(vbs.sum()), heads, dim, device=device) for _ in range(2))
+        videos.append((q, k, v, *fk_bsa._map_to_index(block_map.unsqueeze(0)), vbs, q_vbs))
+    return videos
+
+
+def padded(tokens, counts):
+    """[S, H, D] -> [1, H, N*64, D] with block b's first counts[b] slots filled."""
+    at = fk.get_non_pad_index(counts, 64)
+    out = tokens.new_zeros(tokens.shape[1], counts.numel() * 64, tokens.shape[2])
+    return out.index_copy(1, at, tokens.transpose(0, 1)).unsqueeze(0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("sizes", [[(2, 3), (5, 4), (3, 6)], [(1, 8), (8, 1)], [(4, 4)]])
+def test_fastvideo_varlen_is_each_video_alone(gen, device, sizes):
+    videos = fastvideo_varlen_case(gen, device, sizes)
+    cu = lambda n: torch.tensor([0] + [int(x) for x in n], device=device).cumsum(0)  # noqa: E731
+    cu_q, cu_kv = cu([v[0].shape[0] for v in videos]), cu([v[1].shape[0] for v in videos])
+    packed = [torch.cat([v[n] for v in videos]) for n in range(3)]
+    dout = randn(gen, *packed[0].shape, device=device)
+    out, grads = with_grads(lambda *x: fk.block_sparse_attn_varlen(
+        *x, cu_q, cu_kv, [v[3] for v in videos], [v[4] for v in videos], [v[5] for v in videos],
+        q_variable_block_sizes_list=[v[6] for v in videos]), packed, dout)
+
+    alone = []
+    for n, (q, k, v, idx, num, vbs, q_vbs) in enumerate(videos):
+        rows = slice(int(cu_q[n]), int(cu_q[n + 1]))
+        at = fk.get_non_pad_index(q_vbs, 64)
+        alone.append(with_grads(lambda q_, k_, v_: fk.block_sparse_attn_from_indices(
+            padded(q_, q_vbs), padded(k_, vbs), padded(v_, vbs), idx, num, vbs)[0][0][:, at].transpose(0, 1),
+            (q, k, v), dout[rows]))
+    # The same rows through the same kernels: bitwise what each video gives alone.
+    assert torch.equal(out, torch.cat([a[0] for a in alone]))
+    for n in range(3):
+        assert torch.equal(grads[n], torch.cat([a[1][n] for a in alone])), "dqkv"[n]
+
+
+def test_fastvideo_varlen_refuses_block_sizes_that_drop_tokens(gen):
+    (q, k, v, idx, num, vbs, q_vbs), = fastvideo_varlen_case(gen, "cpu", [(2, 2)])
+    cu_q, cu_kv = torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0] + 1])
+    with pytest.raises(ValueError, match="'variable_block_sizes_list\\[0\\]'"):
+        fk.block_sparse_attn_varlen(q, k, v, cu_q, cu_kv, [idx], [num], [vbs], [q_vbs])
+    with pytest.raises(ValueError, match="'q_variable_block_sizes_list\\[0\\].shape'"):
+        fk.block_sparse_attn_varlen(q, k, v, cu_q, torch.tensor([0, k.shape[0]]), [idx], [num], [vbs],
+                                    [torch.cat([q_vbs, q_vbs.new_zeros(1)])])
+    with pytest.raises(ValueError, match="'q_variable_block_sizes_list\\[0\\]'"):  # a count past the block
+        fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]), [idx],
+                                    [num], [vbs], [torch.stack([q_vbs.new_tensor(65), q_vbs.sum() - 65])])
+    with pytest.raises(ValueError, match="'q2k_idx_list\\[0\\].shape'"):  # one query block short of num
+        fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]),
+                                    [idx[:, :, :1]], [num], [vbs], [q_vbs])
+    with pytest.raises(ValueError, match="'q2k_num_list\\[0\\].shape'"):  # a batch of two
+        fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]),
+                                    [idx], [torch.cat([num, num])], [vbs], [q_vbs])
+    with pytest.raises(ValueError, match="'cu_seqlens_q"):  # more tokens than 2 full blocks
+        fk.block_sparse_attn_varlen(torch.cat([q, q, q]), k, v, torch.tensor([0, 3 * q.shape[0]]),
+                                    torch.tensor([0, k.shape[0]]), [idx], [num], [vbs])
+
+
+# ---- vsa_utils ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,tile", [((9, 10, 7), (4, 4, 4)), ((6, 8, 16), (2, 4, 8)), ((5, 17, 9), (4, 8, 8))])
+def test_vsa_utils_match_a_plain_tiling(shape, tile):
+    t, h, w = torch.meshgrid(*(torch.arange(n) for n in shape), indexing="ij")
+    counts = [math.ceil(n / s) for n, s in zip(shape, tile)]
+    tile_id = ((t // tile[0]) * counts[1] + h // tile[1]) * counts[2] + w // tile[2]
+    order = torch.sort(tile_id.flatten(), stable=True).indices  # tiles in order, raster inside each
+    sizes = torch.bincount(tile_id.flatten(), minlength=math.prod(counts))
+    meta = fk.build_vsa_metadata(shape, tile, device="cpu")
+    assert torch.equal(meta["tile_partition_indices"], order)
+    assert torch.equal(meta["reverse_tile_partition_indices"], torch.argsort(order))
+    assert torch.equal(meta["variable_block_sizes"], sizes.int())
+    assert meta["variable_block_sizes"].dtype == torch.int32 and meta["tile_partition_indices"].dtype == torch.int64
+    slots = torch.arange(math.prod(tile))
+    assert torch.equal(meta["non_pad_index"], (torch.arange(len(sizes))[:, None] * math.prod(tile) + slots)
+                       [slots < sizes[:, None]])
+    assert meta["num_tiles"] == tuple(counts) and meta["max_block_size"] == math.prod(tile)
+    assert torch.equal(fk.construct_variable_block_sizes(shape, tuple(counts), torch.device("cpu"), tile),
+                       sizes.int())
+    with pytest.raises(ValueError, match="'num_tiles'"):
+        fk.construct_variable_block_sizes(shape, (1, 1, 1), torch.device("cpu"), tile)

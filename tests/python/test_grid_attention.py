@@ -1,0 +1,91 @@
+"""vsa.integrations.grid_attention: VSA self-attention of raster tokens on a (T, H, W)
+grid, against a float64 token-level reference (grid_reference.py) in every mode, with
+partial tiles, batch 2, a gate, 128-token tiles; settings and shape errors."""
+
+import pytest
+import torch
+
+import vsa
+from vsa.integrations.grid_attention import grid_attention, resolve_topk
+from attention_reference import rel_error
+from grid_reference import reference_grid_attention
+
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not vsa.cuda_compiled(), reason="built without CUDA kernels")])]
+
+
+def draw(gen, grid, *, batch=2, heads=2, dim=64, gated=False):
+    tokens = grid[0] * grid[1] * grid[2]
+    q, k, v = (torch.randn(batch, tokens, heads, dim, generator=gen) for _ in range(3))
+    gate = torch.rand(batch, tokens, heads, dim, generator=gen) if gated else None
+    return q, k, v, gate
+
+
+CASES = [
+    dict(mode="dense"),
+    dict(mode="fine", topk=3),
+    dict(mode="vsa", topk=2),
+    dict(mode="vsa", topk=3, gated=True),
+    dict(mode="fine", topk=2, tile_size=(2, 8, 8), grid=(3, 9, 10)),  # 128-token blocks
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_matches_token_level_reference(gen, device, case):
+    case = dict(case)
+    grid, tile_size = case.pop("grid", (5, 6, 7)), case.pop("tile_size", (4, 4, 4))
+    gated, mode, topk = case.pop("gated", False), case.pop("mode"), case.pop("topk", None)
+    # fp32 on the CPU backend; bf16 on CUDA (its dtypes), with bf16 tolerance.
+    dtype, tolerance = (torch.float32, 1e-5) if device == "cpu" else (torch.bfloat16, 1e-2)
+    for _ in range(20):  # a draw whose top-k boundary is clear in every row (no near-ties)
+        q, k, v, gate = draw(gen, grid, gated=gated)
+        cast = [x if x is None else x.to(dtype) for x in (q, k, v, gate)]
+        want, margin = reference_grid_attention(*cast[:3], grid, mode=mode, topk=topk,
+                                                tile_size=tile_size, gate=cast[3])
+        if margin > 1e-3:
+            break
+    args = [x if x is None else x.to(device) for x in cast]
+    got = grid_attention(*args[:3], grid, mode=mode, topk=topk, tile_size=tile_size, gate=args[3])
+    assert got.shape == q.shape and got.dtype == dtype
+    assert rel_error(got.cpu(), want) <= tolerance
+
+
+def test_topk_from_sparsity():
+    assert resolve_topk(624, None, 0.9) == 63  # FastVideo's Wan 480p setting
+    assert resolve_topk(624, None, None) == 624
+    assert resolve_topk(10, 25, None) == 10
+    assert resolve_topk(10, None, 0.999) == 1
+
+
+@pytest.mark.parametrize("settings, named", [
+    (dict(mode="sparse"), "mode"),
+    (dict(mode="fine", topk=0), "topk"),
+    (dict(mode="fine", topk=2.5), "topk"),
+    (dict(mode="vsa", sparsity=1.0), "sparsity"),
+    (dict(mode="vsa", topk=2, sparsity=0.5), "topk / sparsity"),
+    (dict(mode="dense", topk=2), "topk / sparsity"),
+    (dict(mode="fine", tile_size=(4, 4, 2)), "tile_size"),
+])
+def test_bad_settings_are_named(gen, settings, named):
+    q, k, v, _ = draw(gen, (4, 4, 4), batch=1)
+    with pytest.raises(ValueError, match=f"invalid argument '{named}'"):
+        grid_attention(q, k, v, (4, 4, 4), **settings)
+
+
+def test_tokens_must_fill_the_grid(gen):
+    q, k, v, gate = draw(gen, (4, 4, 4), batch=1, gated=True)
+    with pytest.raises(ValueError, match=r"'q.shape\[1\]': expected T·H·W = 80 tokens"):
+        grid_attention(q, k, v, (5, 4, 4), mode="dense")
+    with pytest.raises(ValueError, match="'gate'"):
+        grid_attention(q, k, v, (4, 4, 4), mode="fine", topk=1, gate=gate)
+
+
+def test_prebuilt_metadata_serves_as_the_grid(gen):
+    """What a model hook passes from outside a compiled region: the same result."""
+    q, k, v, _ = draw(gen, (5, 6, 7), batch=1)
+    meta = vsa.build_vsa_metadata((5, 6, 7), (4, 4, 4))
+    want = grid_attention(q, k, v, (5, 6, 7), mode="fine", topk=3)
+    assert torch.equal(grid_attention(q, k, v, meta, mode="fine", topk=3), want)
+    with pytest.raises(ValueError, match="invalid argument 'tile_size'"):
+        grid_attention(q, k, v, meta, mode="fine", topk=3, tile_size=(2, 8, 4))
