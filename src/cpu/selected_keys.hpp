@@ -58,6 +58,7 @@ SelectedKeys gather_selected_keys(const SequenceRows<const T>& k, const Sequence
     const std::int64_t block = detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e);
     const std::int64_t valid = detail::load_int(in.variable_block_sizes, block);
     const std::int64_t first = block * s.block;
+    if (valid == 0) continue;  // nothing to copy (and memcpy takes no null buffer, even for 0 bytes)
     if constexpr (std::is_same_v<T, float>) {
       if (k.view.stride_seq == d && v.view.stride_seq == d) {  // packed rows: one copy per block
         const auto bytes = static_cast<std::size_t>(valid * d) * sizeof(float);
