@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include "attention.hpp"
+#include "cpu.hpp"
 #include "errors.hpp"
 #include "layer.hpp"
 #include "metadata.hpp"
@@ -13,6 +14,7 @@ NB_MODULE(_C, m) {
   m.doc() = "vsa: block-sparse attention (C++ core, CPU and CUDA backends)";
   vsa::python::bind_errors(m);
   vsa::python::bind_attention(m);
+  vsa::python::bind_cpu(m);
   vsa::python::bind_metadata(m);
   vsa::python::bind_layer(m);
 }

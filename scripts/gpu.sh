@@ -37,6 +37,13 @@ want() { [[ " $stages " == *" $1 "* ]]; }
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt"
 
+# OpenBLAS for the CPU backend (docs/cpu-backend.md). The lent machine reaches no
+# registry, so the scipy-openblas32 wheel comes carried in .whl/
+# (pip download --no-deps -d .whl scipy-openblas32==0.3.34.481.3).
+if ! python3 -c "import scipy_openblas32" 2>/dev/null && compgen -G ".whl/scipy_openblas32-*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps .whl/scipy_openblas32-*.whl 2>&1 | tee -a "$OUT/summary.txt"
+fi
+
 if want cpp; then
   note "build: C++ library and tests for sm_90a"
   gtest_args=()

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "vsa/attention.hpp"
+#include "vsa/cpu.hpp"
 #include "vsa/error.hpp"
 #include "vsa/layer.hpp"
 #include "vsa/metadata.hpp"

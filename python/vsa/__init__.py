@@ -5,7 +5,17 @@ the VSA layer) loads when torch is installed; vsa.numpy_forward and the build
 facts work without it.
 """
 
-from vsa._C import UnsupportedError, cuda_archs, cuda_compiled, cuda_forward_kernel
+try:
+    # The extension links the OpenBLAS of the scipy-openblas32 wheel by its soname
+    # (pyproject.toml); importing the wheel loads it process-wide first, wherever pip
+    # put it. A build against the system's OpenBLAS (VSA_OPENBLAS=system) needs no wheel.
+    import scipy_openblas32  # noqa: F401
+except ModuleNotFoundError as missing:
+    if missing.name != "scipy_openblas32":
+        raise
+
+from vsa._C import (UnsupportedError, cpu_backend_info, cpu_threads, cuda_archs, cuda_compiled,
+                    cuda_forward_kernel, set_cpu_threads)
 from vsa._C import kEmptyRowLse as EMPTY_ROW_LSE
 from vsa.numpy_api import numpy_forward
 
@@ -15,8 +25,8 @@ __version__ = "0.1.0"
 # FastVideo's older `vsa` wheel: keep it as it is.
 __distribution__ = "vsa-attention"
 
-__all__ = ["EMPTY_ROW_LSE", "UnsupportedError", "cuda_archs", "cuda_compiled", "cuda_forward_kernel",
-           "numpy_forward"]
+__all__ = ["EMPTY_ROW_LSE", "UnsupportedError", "cpu_backend_info", "cpu_threads", "cuda_archs",
+           "cuda_compiled", "cuda_forward_kernel", "numpy_forward", "set_cpu_threads"]
 
 try:
     import torch as _torch

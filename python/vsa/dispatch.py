@@ -21,6 +21,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from vsa import _C
 from vsa._args import invalid_argument
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -59,6 +60,9 @@ def launch(kernel: Callable, inputs: Sequence[Optional[torch.Tensor]],
     """
     device = inputs[0].device
     backend = select_backend(device)
+    if backend == "cpu":
+        # The CPU backend's pool follows torch's thread setting (torch.set_num_threads).
+        _C.set_cpu_threads(torch.get_num_threads())
     if backend == device.type:
         if device.type == "cuda":
             with torch.cuda.device(device):

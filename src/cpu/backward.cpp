@@ -2,163 +2,226 @@
 //   p = exp2(s * scale * log2e - lse), delta_r = dout_r . out_r,
 //   ds = p * (dp - delta), dq = scale * sum ds k, dk = scale * sum ds q,
 //   dv = sum p dout.
-// Three race-free passes: delta per row; dq per query block (rows own their
-// dq); dk/dv per kv block (walking the inverted lists over every query head
-// of the GQA group, so each kv row is written by exactly one work item).
-// Scores are formed transposed, Sᵀ = K·Qᵀ (one key per row), so every
-// product is a gemm and the per-row statistics apply elementwise.
+// One GQA group (batch, kv head) at a time, its query blocks in chunks whose
+// P and dS fit a memory budget. Per chunk, two race-free passes: per query
+// block, P and dS (stored) and dq (rows own their dq); per kv block, dk and
+// dv accumulated from the stored tiles of every query block that lists it, so
+// each kv row has one writer and nothing is computed twice. Every sum runs in
+// a fixed order (chunks, then query blocks, then list entries), whatever the
+// thread count. Every product is a single-threaded matmul on the item's
+// thread.
 #include <algorithm>
-#include <cmath>
+#include <span>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "cpu/gemm.hpp"
-#include "cpu/inverted_lists.hpp"
+#include "cpu/matmul.hpp"
 #include "cpu/parallel_for.hpp"
 #include "cpu/selected_keys.hpp"
+#include "cpu/softmax_math.hpp"
 
 namespace vsa::cpu {
 namespace {
 
+// Where a query block's P and dS live in the chunk's storage: [rows, count]
+// matrices (count = the valid keys its list names) at `offset`.
+struct StoredScores {
+  std::int64_t offset = 0, count = 0;
+};
+
+// One listed kv block's columns inside a query block's stored matrices.
+struct Tile {
+  std::int64_t item;    // the query block (work item number, as query_block())
+  std::int64_t column;  // first column of this kv block's valid keys
+};
+
+// For each kv block, its tiles in a chunk of query blocks: in query block
+// order and list order, once per occurrence (counting sort). Derived from the
+// validated q2k lists, never from p.k2q_*, whose contents were never checked.
+class TileLists {
+ public:
+  TileLists(const AttentionInputs& in, const ProblemShape& s, std::int64_t first_item, std::int64_t last_item)
+      : offsets_(static_cast<std::size_t>(s.num_kv_blocks + 1), 0) {
+    auto each_entry = [&](auto&& visit) {
+      for (std::int64_t item = first_item; item < last_item; ++item) {
+        std::int64_t column = 0;
+        for (std::int64_t e = 0; e < detail::load_int(in.q2k_num, item); ++e) {
+          const std::int64_t block = detail::load_int(in.q2k_idx, item * s.max_kv + e);
+          visit(block, Tile{item, column});
+          column += detail::load_int(in.variable_block_sizes, block);
+        }
+      }
+    };
+    each_entry([&](std::int64_t block, Tile) { ++offsets_[block + 1]; });
+    for (std::size_t n = 1; n < offsets_.size(); ++n) offsets_[n] += offsets_[n - 1];
+    tiles_.resize(static_cast<std::size_t>(offsets_.back()));
+    std::vector<std::int64_t> cursor(offsets_.begin(), offsets_.end() - 1);
+    each_entry([&](std::int64_t block, Tile tile) { tiles_[cursor[block]++] = tile; });
+  }
+
+  std::span<const Tile> of(std::int64_t kv_block) const {
+    return {tiles_.data() + offsets_[kv_block], static_cast<std::size_t>(offsets_[kv_block + 1] - offsets_[kv_block])};
+  }
+
+ private:
+  std::vector<std::int64_t> offsets_;
+  std::vector<Tile> tiles_;
+};
+
 template <class T>
 class BackwardPass {
  public:
-  BackwardPass(const BackwardParams& p, const ProblemShape& s, float scale)
+  BackwardPass(const BackwardParams& p, const ProblemShape& s, float scale, std::int64_t store_floats)
       : p_(p),
         s_(s),
         scale_(scale),
         scale_log2_(scale * kLog2e),
         d_(s.head_dim),
+        rows_(s.block),
         q_(sequence_rows<const T>(p.in.q, p.in.layout)),
         k_(sequence_rows<const T>(p.in.k, p.in.layout)),
         v_(sequence_rows<const T>(p.in.v, p.in.layout)),
         out_(sequence_rows<const T>(p.out, p.in.layout)),
         dout_(sequence_rows<const T>(p.dout, p.in.layout)),
         lse_(static_cast<const float*>(p.lse.data)),
-        delta_(static_cast<std::size_t>(s.batch * s.heads * s.seq_q)) {}
+        store_floats_(store_floats) {}
 
   void run() {
-    const std::int64_t query_blocks = s_.batch * s_.heads * s_.num_q_blocks;
-    parallel_for(query_blocks, [&](std::int64_t item) { compute_delta(query_block(item, s_)); });
-    parallel_for(query_blocks, [&](std::int64_t item) { compute_dq(query_block(item, s_)); });
-    // The backend derives its own KV->Q lists from the validated q2k lists
-    // rather than trusting p.k2q_*, whose contents were never checked.
-    const InvertedLists lists(p_.in.q2k_idx, p_.in.q2k_num, s_.num_kv_blocks);
-    parallel_for(s_.batch * s_.kv_heads * s_.num_kv_blocks,
-                 [&](std::int64_t item) { compute_dk_dv(item, lists); });
+    Scratch& caller = thread_scratch();
+    const std::int64_t group = s_.heads / s_.kv_heads, kv_rows = s_.num_kv_blocks * rows_;
+    std::vector<StoredScores> stored(static_cast<std::size_t>(group * s_.num_q_blocks));
+    for (std::int64_t batch = 0; batch < s_.batch; ++batch) {
+      for (std::int64_t kv_head = 0; kv_head < s_.kv_heads; ++kv_head) {
+        // The group's query blocks are consecutive work items.
+        const std::int64_t first_item = (batch * s_.heads + kv_head * group) * s_.num_q_blocks;
+        const std::int64_t items = group * s_.num_q_blocks;
+        float* grads = caller.call_grads.get(2 * kv_rows * d_);  // dk then dv, [Skv, D] each
+        std::fill(grads, grads + 2 * kv_rows * d_, 0.0f);
+        for (std::int64_t begin = 0; begin < items;) {
+          // The chunk: query blocks [begin, end) whose P and dS fit the budget
+          // (one query block over it runs alone).
+          std::int64_t end = begin, floats = 0;
+          while (end < items) {
+            const std::int64_t count = listed_keys(first_item + end);
+            if (end > begin && floats + 2 * rows_ * count > store_floats_) break;
+            stored[end] = StoredScores{floats / 2, count};
+            floats += 2 * rows_ * count;
+            ++end;
+          }
+          float* p_store = caller.call_scores.get(floats);
+          float* ds_store = p_store + floats / 2;
+          parallel_for(end - begin, [&](std::int64_t n) {
+            compute_dq(first_item + begin + n, stored[begin + n], p_store, ds_store);
+          });
+          const TileLists tiles(p_.in, s_, first_item + begin, first_item + end);
+          parallel_for(s_.num_kv_blocks, [&](std::int64_t kv_block) {
+            accumulate_dk_dv(kv_block, tiles, stored.data(), first_item, p_store, ds_store, grads,
+                             grads + kv_rows * d_);
+          });
+          begin = end;
+        }
+        parallel_for(s_.num_kv_blocks, [&](std::int64_t kv_block) {
+          store_dk_dv(batch, kv_head, kv_block, grads, grads + kv_rows * d_);
+        });
+      }
+    }
   }
 
  private:
-  // Index of a row's lse and delta in their [B, H, Sq] arrays.
-  std::int64_t row_stat(std::int64_t batch, std::int64_t head, std::int64_t seq) const {
-    return (batch * s_.heads + head) * s_.seq_q + seq;
+  // Valid keys the list of work item `item` names.
+  std::int64_t listed_keys(std::int64_t item) const {
+    std::int64_t count = 0;
+    for (std::int64_t e = 0; e < detail::load_int(p_.in.q2k_num, item); ++e)
+      count += detail::load_int(p_.in.variable_block_sizes, detail::load_int(p_.in.q2k_idx, item * s_.max_kv + e));
+    return count;
   }
 
-  void compute_delta(const QueryBlock& qb) {
-    std::vector<float> out_row(static_cast<std::size_t>(d_)), dout_row(static_cast<std::size_t>(d_));
-    for (std::int64_t r = 0; r < s_.block; ++r) {
-      const std::int64_t seq = qb.index * s_.block + r;
-      load_row(out_.row(qb.batch, qb.head, seq), out_row.data(), d_);
-      load_row(dout_.row(qb.batch, qb.head, seq), dout_row.data(), d_);
-      delta_[row_stat(qb.batch, qb.head, seq)] = dot(out_row.data(), dout_row.data(), d_);
+  // One query block: delta, then P and dS = P ∘ (dP − delta) into the store
+  // ([rows, count] each), then dq = scale · dS · K.
+  void compute_dq(std::int64_t item, const StoredScores& at, float* p_store, float* ds_store) const {
+    Scratch& scratch = thread_scratch();
+    const QueryBlock qb = query_block(item, s_);
+    const std::int64_t first = qb.index * rows_;
+    const float* lse = lse_ + (qb.batch * s_.heads + qb.head) * s_.seq_q + first;
+    const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, rows_, d_, scratch.douts);
+    float* delta = scratch.row_stats.get(rows_);
+    {  // out is needed for delta only; its scratch is the queries' next
+      const FloatRows out = float_rows(out_, qb.batch, qb.head, first, rows_, d_, scratch.queries);
+      for (std::int64_t r = 0; r < rows_; ++r) delta[r] = dot(out.data + r * out.ld, dout.data + r * dout.ld, d_);
     }
-  }
 
-  // Rows [first, first + count) of (batch, head) as a float [count, D] matrix.
-  std::vector<float> load_rows(const SequenceRows<const T>& src, std::int64_t batch, std::int64_t head,
-                               std::int64_t first, std::int64_t count) const {
-    std::vector<float> m(static_cast<std::size_t>(count * d_));
-    for (std::int64_t r = 0; r < count; ++r) load_row(src.row(batch, head, first + r), m.data() + r * d_, d_);
-    return m;
-  }
-
-  // For `keys` rows of K and V (row-major [keys, D]) and one query block's
-  // Qᵀ and dOᵀ ([D, rows]): Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − delta), both [keys, rows].
-  // Keys at index >= valid get P = 0.
-  void probabilities(const float* keys_k, const float* keys_v, std::int64_t keys, std::int64_t valid,
-                     const std::vector<float>& q_t, const std::vector<float>& dout_t, std::int64_t stat0,
-                     std::vector<float>& p_t, std::vector<float>& ds_t) const {
-    const std::int64_t rows = s_.block;
-    p_t.resize(static_cast<std::size_t>(keys * rows));
-    ds_t.resize(p_t.size());
-    gemm<Layout2d::row_major>(keys, rows, d_, scale_log2_, keys_k, d_, q_t.data(), rows, p_t.data(), rows);
-    gemm<Layout2d::row_major>(keys, rows, d_, 1.0f, keys_v, d_, dout_t.data(), rows, ds_t.data(), rows);
-    for (std::int64_t t = 0; t < keys; ++t) {
-      float* p = p_t.data() + t * rows;
-      float* ds = ds_t.data() + t * rows;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        p[r] = t < valid ? std::exp2(p[r] - lse_[stat0 + r]) : 0.0f;
-        ds[r] = p[r] * (ds[r] - delta_[stat0 + r]);
+    float* dq_block = scratch.result.get(rows_ * d_);
+    const SelectedKeys sel = gather_selected_keys(k_, v_, p_.in, s_, qb, scratch);
+    if (sel.count == 0) {
+      std::fill(dq_block, dq_block + rows_ * d_, 0.0f);
+    } else {
+      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, rows_, d_, scratch.queries);
+      float* p = p_store + at.offset;
+      float* ds = ds_store + at.offset;
+      matmul(Transpose::no, Transpose::yes, rows_, sel.count, d_, scale_log2_, q.data, q.ld, sel.keys, d_, 0.0f, p,
+             sel.count);
+      matmul(Transpose::no, Transpose::yes, rows_, sel.count, d_, 1.0f, dout.data, dout.ld, sel.values, d_, 0.0f, ds,
+             sel.count);
+      for (std::int64_t r = 0; r < rows_; ++r) {
+        float* p_row = p + r * sel.count;
+        float* ds_row = ds + r * sel.count;
+        exp2_shifted(p_row, sel.count, lse[r]);
+        for (std::int64_t t = 0; t < sel.count; ++t) ds_row[t] = p_row[t] * (ds_row[t] - delta[r]);
       }
+      matmul(Transpose::no, Transpose::no, rows_, d_, sel.count, scale_, ds, sel.count, sel.keys, d_, 0.0f, dq_block,
+             d_);
     }
-  }
-
-  void compute_dq(const QueryBlock& qb) {
     const auto dq = sequence_rows<T>(p_.dq, p_.in.layout);
-    const std::int64_t rows = s_.block, first = qb.index * s_.block;
-    const SelectedKeys sel = gather_selected_keys(k_, v_, p_.in, s_, qb);
-    std::vector<float> dq_block(static_cast<std::size_t>(rows * d_), 0.0f);
-    if (sel.count > 0) {
-      const auto q_t = transposed(load_rows(q_, qb.batch, qb.head, first, rows).data(), rows, d_);
-      const auto dout_t = transposed(load_rows(dout_, qb.batch, qb.head, first, rows).data(), rows, d_);
-      std::vector<float> p_t, ds_t;
-      probabilities(sel.keys.data(), sel.values.data(), sel.padded, sel.count, q_t, dout_t,
-                    row_stat(qb.batch, qb.head, first), p_t, ds_t);
-      gemm<Layout2d::col_major>(rows, d_, sel.padded, scale_, ds_t.data(), rows, sel.keys.data(), d_,
-                                dq_block.data(), d_);
-    }
-    for (std::int64_t r = 0; r < rows; ++r) store_row(dq_block.data() + r * d_, dq.row(qb.batch, qb.head, first + r), d_);
+    for (std::int64_t r = 0; r < rows_; ++r) store_row(dq_block + r * d_, dq.row(qb.batch, qb.head, first + r), d_);
   }
 
-  // Work item = (batch, kv head, kv block): the gradients of that block's
-  // block-size rows, summed over every query head of the group and every
-  // query block (and occurrence) that lists it. Rows past vbs get zeros.
-  void compute_dk_dv(std::int64_t item, const InvertedLists& lists) {
-    const std::int64_t kv_block = item % s_.num_kv_blocks;
-    const std::int64_t kv_head = (item / s_.num_kv_blocks) % s_.kv_heads;
-    const std::int64_t batch = item / (s_.num_kv_blocks * s_.kv_heads);
+  // dv += Pᵀ·dout and dk += scale · dSᵀ·q over the valid keys of one kv
+  // block, for every stored tile that lists it. stored[n] is work item
+  // first_item + n. Rows past vbs are never touched (they stay zero).
+  void accumulate_dk_dv(std::int64_t kv_block, const TileLists& tiles, const StoredScores* stored,
+                        std::int64_t first_item, const float* p_store, const float* ds_store, float* dk_all,
+                        float* dv_all) const {
+    Scratch& scratch = thread_scratch();
     const std::int64_t valid = detail::load_int(p_.in.variable_block_sizes, kv_block);
-    const std::int64_t group = s_.heads / s_.kv_heads;
-    const std::int64_t rows = s_.block, first_key = kv_block * s_.block;
-
-    const std::vector<float> keys = load_rows(k_, batch, kv_head, first_key, rows);
-    const std::vector<float> values = load_rows(v_, batch, kv_head, first_key, rows);
-    std::vector<float> dk(keys.size(), 0.0f), dv(keys.size(), 0.0f), p_t, ds_t;
-    for (std::int64_t head = kv_head * group; valid > 0 && head < (kv_head + 1) * group; ++head) {
-      for (const std::int64_t q_block : lists.query_blocks(batch * s_.heads + head, kv_block)) {
-        const std::int64_t first = q_block * s_.block;
-        const std::vector<float> q = load_rows(q_, batch, head, first, rows);
-        const std::vector<float> dout = load_rows(dout_, batch, head, first, rows);
-        probabilities(keys.data(), values.data(), rows, valid, transposed(q.data(), rows, d_),
-                      transposed(dout.data(), rows, d_), row_stat(batch, head, first), p_t, ds_t);
-        gemm<Layout2d::row_major>(rows, d_, rows, 1.0f, p_t.data(), rows, dout.data(), d_, dv.data(), d_,
-                                  Store::add);
-        gemm<Layout2d::row_major>(rows, d_, rows, scale_, ds_t.data(), rows, q.data(), d_, dk.data(), d_,
-                                  Store::add);
-      }
+    float* dk = dk_all + kv_block * rows_ * d_;
+    float* dv = dv_all + kv_block * rows_ * d_;
+    for (const Tile& tile : tiles.of(kv_block)) {
+      const QueryBlock qb = query_block(tile.item, s_);
+      const std::int64_t first = qb.index * rows_;
+      const StoredScores& at = stored[tile.item - first_item];
+      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, rows_, d_, scratch.queries);
+      const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, rows_, d_, scratch.douts);
+      const float* p = p_store + at.offset + tile.column;
+      const float* ds = ds_store + at.offset + tile.column;
+      matmul(Transpose::yes, Transpose::no, valid, d_, rows_, 1.0f, p, at.count, dout.data, dout.ld, 1.0f, dv, d_);
+      matmul(Transpose::yes, Transpose::no, valid, d_, rows_, scale_, ds, at.count, q.data, q.ld, 1.0f, dk, d_);
     }
+  }
 
+  void store_dk_dv(std::int64_t batch, std::int64_t kv_head, std::int64_t kv_block, const float* dk_all,
+                   const float* dv_all) const {
     const auto dk_rows = sequence_rows<T>(p_.dk, p_.in.layout);
     const auto dv_rows = sequence_rows<T>(p_.dv, p_.in.layout);
-    for (std::int64_t t = 0; t < rows; ++t) {
-      store_row(dk.data() + t * d_, dk_rows.row(batch, kv_head, first_key + t), d_);
-      store_row(dv.data() + t * d_, dv_rows.row(batch, kv_head, first_key + t), d_);
+    for (std::int64_t t = kv_block * rows_; t < (kv_block + 1) * rows_; ++t) {
+      store_row(dk_all + t * d_, dk_rows.row(batch, kv_head, t), d_);
+      store_row(dv_all + t * d_, dv_rows.row(batch, kv_head, t), d_);
     }
   }
 
   const BackwardParams& p_;
   const ProblemShape& s_;
   const float scale_, scale_log2_;
-  const std::int64_t d_;
+  const std::int64_t d_, rows_;
   const SequenceRows<const T> q_, k_, v_, out_, dout_;
   const float* lse_;
-  std::vector<float> delta_;  // [B, H, Sq]: dout . out of every row
+  const std::int64_t store_floats_;
 };
 
 }  // namespace
 
-void backward(const BackwardParams& p, const ProblemShape& s, float scale) {
-  with_element_type(p.in.q.dtype, [&](auto element) { BackwardPass<decltype(element)>(p, s, scale).run(); });
+void backward(const BackwardParams& p, const ProblemShape& s, float scale, std::int64_t store_floats) {
+  with_element_type(p.in.q.dtype,
+                    [&](auto element) { BackwardPass<decltype(element)>(p, s, scale, store_floats).run(); });
 }
 
 }  // namespace vsa::cpu

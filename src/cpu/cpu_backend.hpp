@@ -9,7 +9,12 @@
 namespace vsa::cpu {
 
 void forward(const ForwardParams& p, const ProblemShape& s, float scale);
-void backward(const BackwardParams& p, const ProblemShape& s, float scale);
+// The backward stores the probabilities P and their gradients dS of as many
+// query blocks at once as fit this many floats (64 MiB), so that dk and dv
+// reuse them; a larger GQA group runs in chunks. Tests pass a smaller budget.
+constexpr std::int64_t kBackwardStoreFloats = std::int64_t{16} << 20;
+void backward(const BackwardParams& p, const ProblemShape& s, float scale,
+              std::int64_t store_floats = kBackwardStoreFloats);
 
 void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const TensorRef& q2k_num);
 void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int64_t num_kv_blocks,

@@ -1,58 +1,18 @@
 // CPU forward pass: each query block is one work item. Its rows get an exact
-// (not online) base-2 softmax over the gathered keys, accumulated in float;
-// the two matrix products go through gemm.
+// (not online) base-2 softmax over the gathered keys, accumulated in float:
+// S = Q·Kᵀ and O = P·V are two matrix products (matmul.hpp), the softmax in
+// between runs row by row on vectorized exponentials (softmax_math.hpp).
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "cpu/gemm.hpp"
+#include "cpu/matmul.hpp"
 #include "cpu/parallel_for.hpp"
 #include "cpu/selected_keys.hpp"
+#include "cpu/softmax_math.hpp"
 
 namespace vsa::cpu {
 namespace {
-
-// Softmax statistics and unnormalized output of one query block's rows.
-struct BlockResult {
-  std::vector<float> acc;               // [rows, D]: sum_l 2^(s_l - max) v_l
-  std::vector<float> row_max, row_sum;  // [rows], base-2 scores
-};
-
-// Sᵀ = K·Qᵀ puts each key's scores for all query rows side by side, so the
-// softmax statistics are elementwise over rows (vectorized) and no key
-// matrix needs transposing; O = P·V then reads P from Sᵀ column-wise. Keys
-// past the count are zero rows of the padded gather and get zero weight.
-BlockResult attend(const std::vector<float>& queries, const SelectedKeys& sel, std::int64_t rows,
-                   std::int64_t d, float scale_log2) {
-  BlockResult res{std::vector<float>(static_cast<std::size_t>(rows * d), 0.0f),
-                  std::vector<float>(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity()),
-                  std::vector<float>(static_cast<std::size_t>(rows), 0.0f)};
-  if (sel.count == 0) return res;
-
-  const std::vector<float> queries_t = transposed(queries.data(), rows, d);  // Qᵀ [d, rows]
-  std::vector<float> probs(static_cast<std::size_t>(sel.padded * rows));  // Sᵀ, then Pᵀ [keys, rows]
-  gemm<Layout2d::row_major>(sel.padded, rows, d, scale_log2, sel.keys.data(), d, queries_t.data(), rows,
-                            probs.data(), rows);
-
-  float* row_max = res.row_max.data();
-  float* row_sum = res.row_sum.data();
-  for (std::int64_t l = 0; l < sel.count; ++l)
-    for (std::int64_t r = 0; r < rows; ++r) row_max[r] = std::max(row_max[r], probs[l * rows + r]);
-  for (std::int64_t l = 0; l < sel.count; ++l) {
-    float* p = probs.data() + l * rows;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      p[r] = std::exp2(p[r] - row_max[r]);
-      row_sum[r] += p[r];
-    }
-  }
-  std::fill(probs.begin() + sel.count * rows, probs.end(), 0.0f);
-
-  gemm<Layout2d::col_major>(rows, d, sel.padded, 1.0f, probs.data(), rows, sel.values.data(), d,
-                            res.acc.data(), d);
-  return res;
-}
 
 template <class T>
 void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
@@ -62,28 +22,42 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
   const auto out = sequence_rows<T>(p.out, p.in.layout);
   float* lse = p.need_lse ? static_cast<float*>(p.lse.data) : nullptr;
   const std::int64_t d = s.head_dim, rows = s.block;
+  const float scale_log2 = scale * kLog2e;
 
   parallel_for(s.batch * s.heads * s.num_q_blocks, [&](std::int64_t item) {
+    Scratch& scratch = thread_scratch();
     const QueryBlock qb = query_block(item, s);
     const std::int64_t first_seq = qb.index * s.block;
-    const SelectedKeys sel = gather_selected_keys(k, v, p.in, s, qb);
-    std::vector<float> queries(static_cast<std::size_t>(rows * d));
-    if (sel.count > 0)
-      for (std::int64_t r = 0; r < rows; ++r)
-        load_row(q.row(qb.batch, qb.head, first_seq + r), queries.data() + r * d, d);
-    BlockResult res = attend(queries, sel, rows, d, scale * kLog2e);
+    float* lse_rows = lse == nullptr ? nullptr : lse + (qb.batch * s.heads + qb.head) * s.seq_q + first_seq;
+    const SelectedKeys sel = gather_selected_keys(k, v, p.in, s, qb, scratch);
+    float* acc = scratch.result.get(rows * d);
 
-    // A row with nothing to attend keeps its all-zero accumulator and gets
-    // the sentinel LSE.
-    const bool empty = sel.count == 0;
+    if (sel.count == 0) {  // nothing to attend: exactly zero rows, the sentinel LSE
+      std::fill(acc, acc + rows * d, 0.0f);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        store_row(acc + r * d, out.row(qb.batch, qb.head, first_seq + r), d);
+        if (lse_rows != nullptr) lse_rows[r] = kEmptyRowLse;
+      }
+      return;
+    }
+
+    const FloatRows queries = float_rows(q, qb.batch, qb.head, first_seq, rows, d, scratch.queries);
+    float* probs = scratch.scores.get(rows * sel.count);  // S, then the unnormalized P, [rows, count]
+    float* inv_sum = scratch.row_stats.get(rows);
+    matmul(Transpose::no, Transpose::yes, rows, sel.count, d, scale_log2, queries.data, queries.ld, sel.keys, d, 0.0f,
+           probs, sel.count);
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* row = res.acc.data() + r * d;
-      if (!empty)
-        for (std::int64_t x = 0; x < d; ++x) row[x] /= res.row_sum[r];
+      float* row = probs + r * sel.count;
+      const float top = row_max(row, sel.count);
+      const float sum = exp2_shifted(row, sel.count, top);
+      inv_sum[r] = 1.0f / sum;
+      if (lse_rows != nullptr) lse_rows[r] = top + std::log2(sum);
+    }
+    matmul(Transpose::no, Transpose::no, rows, d, sel.count, 1.0f, probs, sel.count, sel.values, d, 0.0f, acc, d);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = acc + r * d;
+      for (std::int64_t x = 0; x < d; ++x) row[x] *= inv_sum[r];
       store_row(row, out.row(qb.batch, qb.head, first_seq + r), d);
-      if (lse != nullptr)
-        lse[(qb.batch * s.heads + qb.head) * s.seq_q + first_seq + r] =
-            empty ? kEmptyRowLse : res.row_max[r] + std::log2(res.row_sum[r]);
     }
   });
 }

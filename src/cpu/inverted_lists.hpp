@@ -1,5 +1,6 @@
-// KV block -> query blocks lists, built on the host from q2k lists. Shared by
-// invert_indices and by the backward pass, which walks them for dk/dv.
+// KV block -> query blocks lists, built on the host from q2k lists, for
+// invert_indices. (The backward builds its own per chunk, with the columns of
+// each listed block: backward.cpp's TileLists.)
 #pragma once
 
 #include <cstdint>

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "core/layout.hpp"
-#include "cpu/gemm.hpp"
+#include "cpu/scratch.hpp"
 #include "cpu/sequence_rows.hpp"
 
 namespace vsa::cpu {
@@ -32,37 +34,70 @@ inline QueryBlock query_block(std::int64_t item, const ProblemShape& s) {
 }
 
 // Keys and values of every valid token the block attends to, one D-row each,
-// in list order. A block listed twice appears twice (documented contract).
-// Rows [count, padded) are zeros, so matrix products can run on whole tiles.
+// in list order (row-major [count, D], in the thread's scratch). A block
+// listed twice appears twice (documented contract).
 struct SelectedKeys {
-  std::vector<float> keys, values;
+  const float* keys = nullptr;
+  const float* values = nullptr;
   std::int64_t count = 0;
-  std::int64_t padded = 0;  // count rounded up to whole gemm row tiles
 };
 
 template <class T>
 SelectedKeys gather_selected_keys(const SequenceRows<const T>& k, const SequenceRows<const T>& v,
-                                  const AttentionInputs& in, const ProblemShape& s, const QueryBlock& qb) {
+                                  const AttentionInputs& in, const ProblemShape& s, const QueryBlock& qb,
+                                  Scratch& scratch) {
   const std::int64_t listed = detail::load_int(in.q2k_num, qb.list_row);
-  SelectedKeys sel;
+  std::int64_t count = 0;
   for (std::int64_t e = 0; e < listed; ++e)
-    sel.count +=
-        detail::load_int(in.variable_block_sizes, detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e));
+    count += detail::load_int(in.variable_block_sizes, detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e));
   const std::int64_t d = s.head_dim;
-  sel.padded = (sel.count + kGemmRows - 1) / kGemmRows * kGemmRows;
-  sel.keys.resize(static_cast<std::size_t>(sel.padded * d));
-  sel.values.resize(static_cast<std::size_t>(sel.padded * d));
+  float* keys = scratch.keys.get(count * d);
+  float* values = scratch.values.get(count * d);
   std::int64_t filled = 0;
   for (std::int64_t e = 0; e < listed; ++e) {
     const std::int64_t block = detail::load_int(in.q2k_idx, qb.list_row * s.max_kv + e);
     const std::int64_t valid = detail::load_int(in.variable_block_sizes, block);
+    const std::int64_t first = block * s.block;
+    if (valid == 0) continue;  // nothing to copy (and memcpy takes no null buffer, even for 0 bytes)
+    if constexpr (std::is_same_v<T, float>) {
+      if (k.view.stride_seq == d && v.view.stride_seq == d) {  // packed rows: one copy per block
+        const auto bytes = static_cast<std::size_t>(valid * d) * sizeof(float);
+        std::memcpy(keys + filled * d, k.row(qb.batch, qb.kv_head, first), bytes);
+        std::memcpy(values + filled * d, v.row(qb.batch, qb.kv_head, first), bytes);
+        filled += valid;
+        continue;
+      }
+    }
     for (std::int64_t t = 0; t < valid; ++t, ++filled) {
-      const std::int64_t seq = block * s.block + t;
-      load_row(k.row(qb.batch, qb.kv_head, seq), sel.keys.data() + filled * d, d);
-      load_row(v.row(qb.batch, qb.kv_head, seq), sel.values.data() + filled * d, d);
+      load_row(k.row(qb.batch, qb.kv_head, first + t), keys + filled * d, d);
+      load_row(v.row(qb.batch, qb.kv_head, first + t), values + filled * d, d);
     }
   }
-  return sel;
+  return SelectedKeys{keys, values, count};
+}
+
+// Rows [first, first + count) of (batch, head) as a float [count, D] matrix
+// with leading dimension ld.
+struct FloatRows {
+  const float* data;
+  std::int64_t ld;
+};
+
+// Float tensors whose rows do not overlap are read in place (a matrix
+// product takes any leading dimension of at least D); other element types,
+// and overlapping rows (a seq stride below D, such as an expanded tensor),
+// are converted into `dst`.
+template <class T>
+FloatRows float_rows(const SequenceRows<const T>& src, std::int64_t batch, std::int64_t head, std::int64_t first,
+                     std::int64_t count, std::int64_t d, ScratchBuffer& dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    // The matmul's leading dimensions are ints.
+    if (src.view.stride_seq >= d && src.view.stride_seq <= std::numeric_limits<int>::max())
+      return FloatRows{src.row(batch, head, first), src.view.stride_seq};
+  }
+  float* m = dst.get(count * d);
+  for (std::int64_t r = 0; r < count; ++r) load_row(src.row(batch, head, first + r), m + r * d, d);
+  return FloatRows{m, d};
 }
 
 }  // namespace vsa::cpu

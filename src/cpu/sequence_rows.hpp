@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "core/layout.hpp"
 #include "cpu/element_types.hpp"
@@ -27,12 +29,18 @@ SequenceRows<T> sequence_rows(const TensorRef& t, Layout layout) {
 
 template <class T>
 void load_row(const T* src, float* dst, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) dst[d] = to_float(src[d]);
+  if constexpr (std::is_same_v<T, float>)
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+  else
+    for (std::int64_t d = 0; d < n; ++d) dst[d] = to_float(src[d]);
 }
 
 template <class T>
 void store_row(const float* src, T* dst, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) dst[d] = from_float<T>(src[d]);
+  if constexpr (std::is_same_v<T, float>)
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+  else
+    for (std::int64_t d = 0; d < n; ++d) dst[d] = from_float<T>(src[d]);
 }
 
 inline float dot(const float* a, const float* b, std::int64_t n) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "attention_cases.hpp"
+#include "core/check.hpp"
+#include "cpu/cpu_backend.hpp"
 
 namespace vsa::test {
 namespace {
@@ -43,6 +45,32 @@ TEST(Backward, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   EXPECT_FALSE(all_zero(problem.dq, 2 * block_elems, 3 * block_elems));
   EXPECT_TRUE(all_zero(problem.dk, 1 * block_elems, 2 * block_elems)) << "dk of a zero-size block";
   EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
+}
+
+// The backward stores P and dS of as many query blocks as fit its budget; a
+// budget of one float runs every query block as its own chunk, and must give
+// the same bits (every sum keeps its order) and the reference's values.
+TEST(Backward, ChunkedStoreGivesTheSameGradients) {
+  AttentionCase c;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.num_q_blocks = 3;
+  c.max_kv = 4;
+  c.duplicates = true;
+  c.dtype = DType::bf16;
+  AttentionProblem problem(c, next_seed());
+  const BackwardParams p = problem.backward_params();
+  vsa::backward(p);
+  const std::vector<std::vector<double>> whole = {problem.bhsd_values(problem.dq), problem.bhsd_values(problem.dk),
+                                                  problem.bhsd_values(problem.dv)};
+  for (HostTensor* t : {&problem.dq, &problem.dk, &problem.dv}) t->poison();
+  const ProblemShape s = check_inputs(p.in);
+  cpu::backward(p, s, detail::resolved_scale(p.in, s), /*store_floats=*/1);
+  problem.expect_backward_matches();
+  EXPECT_EQ(problem.bhsd_values(problem.dq), whole[0]);
+  EXPECT_EQ(problem.bhsd_values(problem.dk), whole[1]);
+  EXPECT_EQ(problem.bhsd_values(problem.dv), whole[2]);
 }
 
 }  // namespace

@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "vsa/cpu.hpp"
+#include "vsa/error.hpp"
 
 namespace vsa::test {
 namespace {
@@ -68,6 +72,60 @@ TEST(ParallelFor, RethrowsTheFirstError) {
                                    if (item == 37) throw std::runtime_error("item 37");
                                  }),
                std::runtime_error);
+}
+
+TEST(ParallelFor, SetCpuThreadsAppliesWhenTheEnvironmentIsSilent) {
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ThreadsEnv env(nullptr);
+  vsa::set_cpu_threads(3);
+  EXPECT_EQ(vsa::cpu_threads(), 3);
+  {
+    ThreadsEnv explicit_env("2");  // the environment variable wins
+    EXPECT_EQ(vsa::cpu_threads(), 2);
+  }
+  vsa::set_cpu_threads(0);  // back to the default
+  EXPECT_EQ(vsa::cpu_threads(), hardware);
+}
+
+TEST(ParallelFor, SetCpuThreadsRejectsBadCounts) {
+  ThreadsEnv env(nullptr);
+  vsa::set_cpu_threads(3);
+  for (const int bad : {-1, 4097}) {
+    try {
+      vsa::set_cpu_threads(bad);
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const vsa::Error& e) {
+      EXPECT_EQ(e.argument(), "threads");
+      EXPECT_EQ(e.got(), std::to_string(bad));
+    }
+  }
+  EXPECT_EQ(vsa::cpu_threads(), 3);  // a refused count changes nothing
+  vsa::set_cpu_threads(0);
+}
+
+// Threads are started once and reused: a thread-local flag counts every
+// thread that ever ran an item, and many calls add no new ones.
+std::atomic<int> g_threads_seen{0};
+void note_thread() {
+  thread_local bool seen = false;
+  if (!seen) {
+    seen = true;
+    ++g_threads_seen;
+  }
+}
+
+TEST(ParallelFor, ReusesItsThreadsAcrossCalls) {
+  ThreadsEnv env("3");
+  std::thread([] {  // a fresh caller thread, so the count starts from this test alone
+    g_threads_seen = 0;
+    for (int call = 0; call < 20; ++call)
+      cpu::parallel_for(64, [](std::int64_t) {
+        note_thread();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      });
+  }).join();
+  EXPECT_GE(g_threads_seen.load(), 2) << "the pool's workers took no items";
+  EXPECT_LE(g_threads_seen.load(), 3) << "threads were started per call";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ import torch
 from . import cases as cases_mod
 from .attention_run import DTYPES, run_case
 from .cases import BLOCK_SIZES, CASES, HEAD_DIMS, Case
+from .cpu_facts import gemm_share_lines
 from .environment import environment
 from .inputs import SELECTIONS
 from .layer_peers import FINE_KERNEL, LAYER_PEERS
@@ -189,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device("cuda", torch.cuda.current_device())
     env = environment(device)
     if device.type == "cpu":
-        print(f"CPU run ({env['cpu_threads']} threads): the CPU backend on scaled-down cases, "
-              "for correctness and a rough idea only; GPU peers are n/a.")
+        print(f"CPU run on {env['cpu_model']} ({env['cpu_threads']} threads, SIMD "
+              f"{env['cpu_simd']}, {env['cpu_math_library']}; fp32 GEMM rate "
+              f"{env['cpu_fp32_gemm_gflops']} GFLOP/s by {env['cpu_fp32_gemm_by']}): the CPU backend "
+              "on scaled-down cases; GPU peers are n/a.")
     else:
         print(f"GPU run on {env['gpu']} ({env['gpu_capability']}), torch {env['torch']}, "
               f"--op {args.op}")
@@ -202,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     failed = _verdict(results, args)
+    if device.type == "cpu" and args.op == "attention":
+        print("\n".join(gemm_share_lines(results, env["cpu_fp32_gemm_gflops"])))
     if args.out:
         settings = {k: v for k, v in vars(args).items() if k != "cases"}
         settings["cases"] = [dataclasses.asdict(c) for c in args.cases]

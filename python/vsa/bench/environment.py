@@ -12,6 +12,8 @@ import torch
 import vsa
 from vsa.support import cuda_forward_kernel_or_reason
 
+from .cpu_facts import cpu_facts
+
 
 def _command(*argv: str, cwd: str | None = None) -> str:
     try:
@@ -48,6 +50,8 @@ def environment(device: torch.device) -> dict:
         "vsa_cuda_archs": vsa.cuda_archs(),
         "vsa_commit": _commit(package_dir),
     }
+    if device.type == "cpu":
+        env.update(cpu_facts())
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env.update({

@@ -173,7 +173,8 @@ def write_all(out_dir: str, environment: dict, settings: dict, results: list) ->
     os.makedirs(out_dir, exist_ok=True)
     write_json(os.path.join(out_dir, "results.json"), environment, settings, results)
     write_csv(os.path.join(out_dir, "results.csv"), results)
-    where = environment.get("gpu", f"CPU ({environment['cpu_threads']} threads)")
+    where = environment.get("gpu") or (f"{environment['cpu_model']} ({environment['cpu_threads']} "
+                                       f"threads, {environment['cpu_simd']})")
     skipped = "the layer results have no plot" if not all(isinstance(r, Result)
                                                           for r in results) else \
         write_plot(os.path.join(out_dir, "results.png"), results,

@@ -1,0 +1,21 @@
+// The elementwise part of attention's softmax over rows of scores: the row
+// maximum and the base-2 exponentials, vectorized through glibc's vector math
+// library (libmvec) with one clone per x86 SIMD level picked at load time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vsa::cpu {
+
+// The largest of x[0, n); n > 0.
+float row_max(const float* x, std::int64_t n);
+
+// x[i] = 2^(x[i] - shift) for i in [0, n); returns the sum of the new values.
+float exp2_shifted(float* x, std::int64_t n, float shift);
+
+// The SIMD level those clones run at on this CPU: "avx512f", "avx2" or
+// "baseline" (SSE2 on x86-64; NEON on arm64, whose baseline it is).
+std::string simd_level();
+
+}  // namespace vsa::cpu
