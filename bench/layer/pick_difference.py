@@ -3,7 +3,8 @@ B1 H12 D128, latent 21x30x52, 624 blocks, top-k 63).
 
 vsa ranks float32 scores of float32 block means (ties to the lower block id; docs/layer.md).
 FastVideo rounds the block means to bf16, computes the scores in bf16 and ranks them with
-torch.topk. Both are run here on the same bf16 inputs, padded with zeros as a tiled video is:
+torch.topk (vsa.compat's re-implementation of its arithmetic). Both are run here on the same
+bf16 inputs, padded with zeros as a tiled video is:
 
     python bench/layer/pick_difference.py                  # CPU is enough: only the coarse stage runs
     python bench/layer/pick_difference.py --smooth 4       # inputs correlated over ~4 latent voxels
@@ -20,6 +21,7 @@ import math
 import torch
 
 import vsa
+from vsa.compat.fastvideo_kernel.ops import selection as fastvideo_selection
 from vsa.layer import block_means, coarse_stage
 
 
@@ -41,15 +43,6 @@ def padded(tokens: torch.Tensor, meta) -> torch.Tensor:
     out = tokens.new_zeros(tokens.shape[:2] + (meta.padded_length, tokens.shape[-1]))
     out[:, :, meta.non_pad_index] = tokens[:, :, meta.tile_partition_indices]
     return out.to(torch.bfloat16)
-
-
-def fastvideo_picks(q: torch.Tensor, k: torch.Tensor, vbs: torch.Tensor, block: int, topk: int):
-    """FastVideo's selection arithmetic: fp32 sums, bf16 means, bf16 scores, torch.topk."""
-    def means(x):
-        b, h, s, d = x.shape
-        return (x.reshape(b, h, s // block, block, d).float().sum(3) / vbs.view(1, 1, -1, 1)).to(x.dtype)
-    scores = torch.matmul(means(q), means(k).transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    return scores, torch.topk(scores, topk, dim=-1).indices
 
 
 def boundary_ties(scores: torch.Tensor, topk: int) -> int:
@@ -77,7 +70,7 @@ def main() -> None:
     q_mean, k_mean, v_mean = block_means(q, k, v, vbs, vbs)
     _, idx, num = coarse_stage(q_mean, k_mean, v_mean, vbs, args.topk)
     assert bool((num == args.topk).all()), "every block of this shape is live"
-    fv_scores, fv_idx = fastvideo_picks(q, k, vbs.to(torch.float32), meta.block_size, args.topk)
+    fv_scores, fv_idx = fastvideo_selection(q, k, vbs, vbs, args.topk, meta.block_size, "bhsd")
     ours_scores = torch.matmul(q_mean, k_mean.transpose(-2, -1))
 
     ours = torch.zeros(fv_scores.shape, dtype=torch.bool).scatter_(-1, idx.long(), True)

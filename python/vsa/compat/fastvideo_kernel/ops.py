@@ -86,17 +86,24 @@ def _block_means(x: Tensor, counts: Tensor, block: int, layout: str) -> Tensor:
     return (sums / counts.view(1, -1, 1, 1)).to(x.dtype).permute(0, 2, 1, 3).contiguous()
 
 
+def selection(q: Tensor, k: Tensor, variable_block_sizes: Tensor, q_variable_block_sizes: Tensor, topk: int,
+              block: int, layout: str) -> Tuple[Tensor, Tensor]:
+    """FastVideo's coarse scores [B, H, NQ, NK] (bf16 means and products, in the inputs' dtype)
+    and the top-k block ids of each row, as torch.topk orders them."""
+    q_c = _block_means(q, q_variable_block_sizes, block, layout)
+    k_c = _block_means(k, variable_block_sizes, block, layout)
+    scores = torch.matmul(q_c, k_c.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    return scores, torch.topk(scores.detach(), min(topk, scores.shape[-1]), dim=-1).indices
+
+
 def _vsa(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor, q_variable_block_sizes: Tensor,
          topk: int, block_size, gate: Optional[Tensor], layout: str) -> Tensor:
     block = block_elements(block_size)
     _check_shapes(q, k, v, variable_block_sizes, q_variable_block_sizes, topk, block, layout)
-    q_c = _block_means(q, q_variable_block_sizes, block, layout)
-    k_c = _block_means(k, variable_block_sizes, block, layout)
+    scores, chosen = selection(q, k, variable_block_sizes, q_variable_block_sizes, topk, block, layout)
     v_c = _block_means(v, variable_block_sizes, block, layout)
-    scores = torch.matmul(q_c, k_c.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     coarse = torch.matmul(torch.softmax(scores, dim=-1), v_c)  # [B, H, NQ, D]
 
-    chosen = torch.topk(scores.detach(), min(topk, scores.shape[-1]), dim=-1).indices
     block_map = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device).scatter_(-1, chosen, True)
     fine, _ = sparse_branch(q, k, v, block_map, variable_block_sizes, block, layout)
 
