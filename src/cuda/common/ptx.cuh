@@ -16,10 +16,20 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async_16(std::uint32_t dst_smem, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst_smem), "l"(src));
 }
+// The same copy, or 16 zero bytes when `copy` is false (a source size of 0:
+// nothing is read from `src`).
+__device__ __forceinline__ void cp_async_16_or_zero(std::uint32_t dst_smem, const void* src, bool copy) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst_smem), "l"(src), "r"(copy ? 16 : 0));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// 16 zero bytes into shared memory.
+__device__ __forceinline__ void st_shared_zero16(std::uint32_t dst_smem) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst_smem), "r"(0u) : "memory");
 }
 
 // Four 8x8 b16 matrices; lane l supplies the row address of matrix l/8, row l%8.

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   BwdPair pair{};
   bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
   if (have) {
-    load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq);
+    load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
     load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, sq, sdo, s_lse, s_delta);
   }

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
   for (int t = 0; t < num_tiles; ++t) {
     ptx::cp_async_wait<0>();  // K(t) (and, at t = 0, Q) has landed for this thread ...
     __syncthreads();          // ... for every thread; and every warp is done with V(t-1)
-    load_tile_async<Elem, kHeadDim, kThreads>(sv, v + key * p.v_stride.seq, p.v_stride.seq);
+    load_tile_async<Elem, kHeadDim, kThreads>(sv, v + key * p.v_stride.seq, p.v_stride.seq, valid);
     ptx::cp_async_commit();
     // Metadata of the next tile, loaded now and first used after the scores.
     const std::int64_t next_key = sched.first_key(t + 1, next_block);

@@ -52,9 +52,13 @@ class SwizzledReader {
 // requests, and a pass covers a multiple of 8 rows (the swizzle period). A
 // thread keeps its row and chunk columns across passes, and the swizzle only
 // permutes chunks inside each group of 8, so its addresses advance by
-// constants: one base address, then adds.
+// constants: one base address, then adds. Rows from `valid_rows` on are
+// written as zeros instead of copied: the padding keys of a partial block,
+// which the caller may fill with anything, and which the products multiply
+// by P = 0 or dS = 0 (0 · NaN would be NaN).
 template <class Elem, int kHeadDim, int kThreads, int kRows = kTileRows>
-__device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std::int64_t row_stride) {
+__device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std::int64_t row_stride,
+                                                int valid_rows = kRows) {
   using Tile = SmemTile<Elem, kHeadDim>;
   constexpr int kThreadsPerRow = kThreads / 8 < Tile::kChunks ? kThreads / 8 : Tile::kChunks;
   constexpr int kRowsPerPass = kThreads / kThreadsPerRow;
@@ -70,9 +74,9 @@ __device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std:
   for (int pass = 0; pass < kRows / kRowsPerPass; ++pass)
 #pragma unroll
     for (int c = 0; c < kChunksPerThread; ++c)
-      ptx::cp_async_16(
+      ptx::cp_async_16_or_zero(
           dst0 + (pass * kRowsPerPass * kHeadDim + c * kThreadsPerRow * 8) * static_cast<std::uint32_t>(sizeof(Elem)),
-          src0 + pass * kRowsPerPass * row_stride + c * kThreadsPerRow * 8);
+          src0 + pass * kRowsPerPass * row_stride + c * kThreadsPerRow * 8, row + pass * kRowsPerPass < valid_rows);
 }
 
 }  // namespace vsa::cuda::sm80

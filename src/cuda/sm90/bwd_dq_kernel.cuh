@@ -49,13 +49,13 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
   load_tile<Elem, kHeadDim>(sdo, rows.dout, p.dout_stride.seq);
   const std::int64_t first_block = sched.block_of(0);
   const std::int64_t key = sched.first_key(0, first_block);
+  int valid = num_tiles > 0 ? sched.valid_keys(0, first_block) : 0;
   if (num_tiles > 0) {
-    load_tile<Elem, kHeadDim>(k_tile(0), k + key * p.k_stride.seq, p.k_stride.seq);
+    load_tile<Elem, kHeadDim>(k_tile(0), k + key * p.k_stride.seq, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(v_tile(0), v + key * p.v_stride.seq, p.v_stride.seq);
   }
   ptx::cp_async_commit();
   std::int64_t next_block = sched.block_of(1);
-  int valid = num_tiles > 0 ? sched.valid_keys(0, first_block) : 0;
 
   const RowStats stats(p, rows.stat + 16 * warp + lane / 4);
 
@@ -71,7 +71,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
     const int valid_next = t + 1 < num_tiles ? sched.valid_keys(t + 1, next_block) : 0;
     const std::int64_t block_after = sched.block_of(t + 2);
     if (t + 1 < num_tiles) {
-      load_tile<Elem, kHeadDim>(k_tile(stage ^ 1), k + next_key * p.k_stride.seq, p.k_stride.seq);
+      load_tile<Elem, kHeadDim>(k_tile(stage ^ 1), k + next_key * p.k_stride.seq, p.k_stride.seq,
+                                                    valid_next);
       load_tile<Elem, kHeadDim>(v_tile(stage ^ 1), v + next_key * p.v_stride.seq, p.v_stride.seq);
     }
     ptx::cp_async_commit();

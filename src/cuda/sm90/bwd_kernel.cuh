@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   BwdPair pair{};
   bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
   if (have) {
-    load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq);
+    load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
     load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, stage_of(0));
   }

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
     ptx::cp_async_wait<0>();  // K(t) (and Q) written by this thread ...
     fence_proxy_async();      // ... and visible to wgmma's reads ...
     __syncthreads();          // ... for every thread; every warp is done with V(t-1)
-    load_tile<Elem, kHeadDim>(sv, v + key * p.v_stride.seq, p.v_stride.seq);
+    load_tile<Elem, kHeadDim>(sv, v + key * p.v_stride.seq, p.v_stride.seq, valid);
     ptx::cp_async_commit();
     const std::int64_t next_key = sched.first_key(t + 1, next_block);
     const int valid_next = t + 1 < num_tiles ? sched.valid_keys(t + 1, next_block) : 0;

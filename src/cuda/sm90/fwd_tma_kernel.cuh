@@ -9,11 +9,10 @@
 // CTA barrier waits for a copy (v1's threads copied with cp.async and waited
 // for their copies at two CTA barriers per tile).
 //
-// Known gap (as in v1 and the portable kernel, for partial blocks): keys past
-// vbs get P = 0, but their V rows are still multiplied, so a NaN or Inf in
-// the padding rows of V reaches the output (0·NaN); v2 also runs the products
-// of a block with vbs = 0 (P = 0) where v1 skipped it. Padding is zeros in
-// every VSA pipeline; zeroing those rows in shared memory is the fix to make.
+// Partial blocks: keys past vbs get P = 0, and the padding rows of their V
+// tile are zeroed in shared memory once it lands (clear_v_padding), since
+// the caller may fill them with anything and 0 · NaN is NaN. A block with
+// vbs = 0 runs its products with P = 0 and a zeroed V tile.
 //
 // Overlap: at tile t the warpgroup issues S(t) = Q·K(t)ᵀ and then
 // O += P(t−1)·V(t−1), waits only for S(t), and runs the softmax of tile t
@@ -136,6 +135,17 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     fence_registers(o);
   };
   const auto wait_v = [&](int j) { mbarrier_wait(buf.v_full(j), FwdTmaSmem<kHeadDim>::v_parity(j)); };
+  // Keys past vbs get P = 0, but 0 · NaN is NaN: the padding rows of a
+  // partial tile's V, which the caller may fill with anything, are zeroed
+  // once the tile has landed, before the barrier in after_scores that
+  // precedes its P·V.
+  const auto clear_v_padding = [&](int t, int valid) {
+    if (valid < kTileRows) {
+      wait_v(t);
+      zero_rows<kHeadDim>(buf.v(t), valid);
+      fence_proxy_async();
+    }
+  };
   // After S(t) has read K(t) (all warps): K(t+1) into the one K buffer.
   const auto after_scores = [&](int t, std::int64_t next_block) {
     __syncthreads();
@@ -168,8 +178,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     issue_scores();
     wgmma_wait<0>();
     fence_registers(s_flat);
+    const int valid = sched.valid_keys(0, block);
+    clear_v_padding(0, valid);
     after_scores(0, next_block);
-    softmax_into_p(sched.valid_keys(0, block), [] {});
+    softmax_into_p(valid, [] {});
     block = next_block;
   }
   for (int t = 1; t < num_tiles; ++t) {
@@ -183,6 +195,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     issue_pv(t - 1);
     wgmma_wait<1>();  // S(t), the older group, while P·V(t−1) runs on
     fence_registers(s_flat);
+    clear_v_padding(t, valid);
     after_scores(t, next_block);
     softmax_into_p(valid, [&] {
       wgmma_wait<0>();

@@ -27,9 +27,12 @@ struct SwizzledTile {
 
 // The CTA's 128 threads copy a [64][D] tile whose rows are `row_stride`
 // elements apart. Each thread keeps one chunk column; passes step by whole
-// swizzle periods, so its addresses advance by constants.
+// swizzle periods, so its addresses advance by constants. Rows from
+// `valid_rows` on are zeros, not copies (a partial block's padding keys:
+// sm80::load_tile_async says why).
 template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, std::int64_t row_stride) {
+__device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, std::int64_t row_stride,
+                                          int valid_rows = kTileRows) {
   constexpr int kChunks = kHeadDim / 8;
   constexpr int kRowsPerPass = kWarpgroupThreads / kChunks;
   static_assert(kRowsPerPass % 8 == 0, "passes keep a thread's swizzle");
@@ -39,7 +42,19 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
   const Elem* src0 = src + row * row_stride + chunk * 8;
 #pragma unroll
   for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
-    ptx::cp_async_16(dst0 + pass * kRowsPerPass * 128, src0 + pass * kRowsPerPass * row_stride);
+    ptx::cp_async_16_or_zero(dst0 + pass * kRowsPerPass * 128, src0 + pass * kRowsPerPass * row_stride,
+                             row + pass * kRowsPerPass < valid_rows);
+}
+
+// Rows [first_row, 64) of a tile set to zero by the warpgroup's threads
+// (generic-proxy stores: a wgmma reading them needs fence_proxy_async and a
+// barrier first).
+template <int kHeadDim>
+__device__ __forceinline__ void zero_rows(std::uint32_t tile, int first_row) {
+  constexpr int kChunks = kHeadDim / 8;
+  for (int i = first_row * kChunks + static_cast<int>(threadIdx.x) % kWarpgroupThreads; i < kTileRows * kChunks;
+       i += kWarpgroupThreads)
+    ptx::st_shared_zero16(tile + SwizzledTile<kHeadDim>::offset(i / kChunks, i % kChunks));
 }
 
 // Descriptors of a tile as a wgmma operand. K-major (the reduction runs
