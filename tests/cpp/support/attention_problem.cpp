@@ -40,6 +40,9 @@ AttentionProblem::AttentionProblem(const AttentionCase& c, std::uint64_t seed) :
     const std::int64_t kind = j % 4;  // full, partial, full, zero: every kind once NK >= 4
     vbs.set_int(j, kind == 3 ? 0 : kind == 1 ? partial(rng_) : c.block);
   }
+  k_values_ = k;
+  v_values_ = v;
+  for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) fill_kv_block(j);
 
   q2k_idx = HostTensor(c.idx_dtype, {c.batch, c.heads, c.num_q_blocks, c.max_kv});
   q2k_num = HostTensor(c.num_dtype, {c.batch, c.heads, c.num_q_blocks});
@@ -76,7 +79,28 @@ void AttentionProblem::set_list(std::int64_t b, std::int64_t h, std::int64_t i,
   q2k_num.set_int(row, count);
 }
 
-void AttentionProblem::set_vbs(std::int64_t block, std::int64_t valid) { vbs.set_int(block, valid); }
+void AttentionProblem::set_vbs(std::int64_t block, std::int64_t valid) {
+  vbs.set_int(block, valid);
+  fill_kv_block(block);
+}
+
+void AttentionProblem::fill_kv_block(std::int64_t j) {
+  const AttentionCase& c = case_;
+  const std::int64_t valid = vbs.get_int(j);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.kv_heads; ++h)
+      for (std::int64_t s = j * c.block; s < (j + 1) * c.block; ++s)
+        for (std::int64_t x = 0; x < c.head_dim; ++x) {
+          const std::int64_t flat = c.layout == Layout::bhsd ? k.flat_index(b, h, s, x) : k.flat_index(b, s, h, x);
+          if (s - j * c.block < valid) {
+            k.set(flat, k_values_.get(flat));
+            v.set(flat, v_values_.get(flat));
+          } else {
+            k.poison_at(flat);
+            v.poison_at(flat);
+          }
+        }
+}
 
 AttentionInputs AttentionProblem::inputs() const {
   AttentionInputs in;

@@ -38,11 +38,13 @@ class AttentionProblem {
   // Random inputs and metadata: list lengths uniform in [0, max_kv] (so some
   // rows are empty and lengths differ), ids unsorted, padding past the count
   // filled with -1 and out-of-range garbage (NK, NK + 1000, INT32_MAX,
-  // INT32_MIN); vbs mixes full, partial and zero blocks.
+  // INT32_MIN); vbs mixes full, partial and zero blocks, and the keys and
+  // values past a block's vbs are NaN.
   AttentionProblem(const AttentionCase& c, std::uint64_t seed);
 
   // Replace the list of query block i of (b, h), padding the rest as above.
   void set_list(std::int64_t b, std::int64_t h, std::int64_t i, const std::vector<std::int64_t>& blocks);
+  // Also refills the block's keys and values (NaN past `valid`).
   void set_vbs(std::int64_t block, std::int64_t valid);
 
   AttentionInputs inputs() const;
@@ -69,9 +71,13 @@ class AttentionProblem {
 
  private:
   HostTensor sequence_tensor(std::int64_t heads, std::int64_t seq) const;
+  // Block j's keys and values: the random values below vbs[j], the poison
+  // (NaN) past it, where no backend may let them reach a result.
+  void fill_kv_block(std::int64_t j);
 
   AttentionCase case_;
   std::mt19937_64 rng_;
+  HostTensor k_values_, v_values_;  // k and v as drawn, padding included
 };
 
 }  // namespace vsa::test

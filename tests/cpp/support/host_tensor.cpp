@@ -184,6 +184,10 @@ unsigned char HostTensor::poison_byte() const {
 
 void HostTensor::poison() { std::fill(storage_.begin(), storage_.end(), poison_byte()); }
 
+void HostTensor::poison_at(std::int64_t flat) {
+  std::fill_n(element(flat), dtype_size(dtype_), poison_byte());
+}
+
 bool HostTensor::untouched() const {
   for (unsigned char byte : storage_)
     if (byte != poison_byte()) return false;

@@ -48,6 +48,8 @@ class HostTensor {
   // Fills the whole storage, gaps included, with a pattern no call writes:
   // all-ones bytes (NaN) for floats, 0x5a bytes for integers.
   void poison();
+  // The poison in one element of the view.
+  void poison_at(std::int64_t flat);
   // Whether the whole storage still holds the poison.
   bool untouched() const;
   // Whether the two storages hold the same bytes (a bitwise repeat).
