@@ -152,17 +152,24 @@ __device__ void load_value_tile(float* stage, const float* v_mean, int tile, int
   }
 }
 
+// n + 1 where key >= cand, else n: a compare and a predicated add (nvcc
+// makes three instructions of `n += key >= cand`).
+__device__ __forceinline__ unsigned add_if_at_least(unsigned n, std::uint32_t key, std::uint32_t cand) {
+  asm("{\n .reg .pred p;\n setp.ge.u32 p, %1, %2;\n @p add.u32 %0, %0, 1;\n}" : "+r"(n) : "r"(key), "r"(cand));
+  return n;
+}
+
 // How many of the row's order keys are >= cand, over the warp (the row's
 // dead and padding entries hold key 0, and cand >= 1).
 __device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int pitch, std::uint32_t cand) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  int n0 = 0, n1 = 0;
+  unsigned n0 = 0, n1 = 0;
   for (int j = 4 * lane; j < pitch; j += 4 * 32) {
     const uint4 k = *reinterpret_cast<const uint4*>(keys + j);
-    n0 += (k.x >= cand) + (k.y >= cand);
-    n1 += (k.z >= cand) + (k.w >= cand);
+    n0 = add_if_at_least(add_if_at_least(n0, k.x, cand), k.y, cand);
+    n1 = add_if_at_least(add_if_at_least(n1, k.z, cand), k.w, cand);
   }
-  return static_cast<int>(__reduce_add_sync(kAll, static_cast<unsigned>(n0 + n1)));
+  return static_cast<int>(__reduce_add_sync(kAll, n0 + n1));
 }
 
 // One warp: rows first_row + r (r < kN, those below valid_rows) of the
