@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -122,12 +123,18 @@ std::vector<CoarseCase> coarse_cases() {
       {"topk_nk_all_live", 1, 2, 2, 9, 31, 64, 31, DType::i32, B::all_live},
       {"no_live_block", 1, 2, 1, 9, 12, 64, 4, DType::i32, B::none_live},
       {"ties", 2, 2, 1, 20, 50, 64, 12, DType::i32, B::mixed, true},
-      // Query rows per CTA on an H200: 32 for the cases above, then 16, 8, 8.
+      // Query rows per CTA on an H200: 32 for the cases above, then 32, 8, 8.
       {"wan_480p_like", 1, 2, 2, 624, 624, 128, 63},
       {"hunyuan_720p_like", 1, 1, 1, 40, 1920, 128, 192},
       {"nk_4000", 1, 1, 1, 20, 4000, 64, 300},
       {"wan_480p_like_rows32", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "32"},
+      {"wan_480p_like_rows16", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "16"},
       {"wan_480p_like_rows8", 1, 2, 2, 624, 624, 128, 63, DType::i32, B::mixed, false, "8"},
+      // 16 and 8 rows: 512- and 1024-key score tiles, 16- and 32-key value tiles, each split
+      // between warps (some warps past the last block), with GQA, ties and int64 lists.
+      {"d64_gqa2_rows16", 1, 4, 2, 21, 300, 64, 20, DType::i64, B::mixed, false, "16"},
+      {"ties_rows16", 1, 2, 1, 20, 531, 128, 40, DType::i32, B::mixed, true, "16"},
+      {"d64_ties_rows8", 2, 2, 1, 11, 1030, 64, 100, DType::i64, B::mixed, true, "8"},
   };
 }
 
@@ -193,6 +200,42 @@ TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
 std::string coarse_case_name(const ::testing::TestParamInfo<CoarseCase>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaCoarseStage, ::testing::ValuesIn(coarse_cases()), coarse_case_name);
+
+// NaN scores rank above +inf on both backends (docs/layer.md): a query row of
+// NaN means ties on every live block and takes the lowest ids; a NaN key mean
+// is picked by every row where it is live. The lists only: the outputs are NaN.
+TEST(CudaCoarseStageNan, NanScoresPickTheSameListsAsTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t heads = 2, nq = 37, nk = 150, dim = 64, topk = 9;
+  HostTensor q = random_f32(rng, {1, heads, nq, dim});
+  HostTensor k = random_f32(rng, {1, 1, nk, dim});
+  HostTensor v = random_f32(rng, {1, 1, nk, dim});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::int64_t row : {std::int64_t{3}, nq + 36})  // head 0 row 3, head 1 row 36
+    for (std::int64_t d = 0; d < dim; ++d) q.set(row * dim + d, nan);
+  for (const std::int64_t block : {std::int64_t{7}, std::int64_t{90}})
+    for (std::int64_t d = 0; d < dim; ++d) k.set(block * dim + d, nan);
+  std::vector<std::int64_t> sizes = mixed_counts(rng, nk, 64);
+  sizes[7] = 64;  // a live NaN block; block 90's size is random (maybe empty)
+  HostTensor vbs = int_vector(DType::i32, sizes);
+  HostTensor out(DType::f32, {1, heads, nq, dim});
+  HostTensor cpu_idx(DType::i32, {1, heads, nq, topk}), cpu_num(DType::i32, {1, heads, nq});
+  cpu_idx.poison();
+  cpu_num.poison();
+  HostTensor gpu_idx = cpu_idx, gpu_num = cpu_num, gpu_out = out;
+  coarse_stage({q.ref(), k.ref(), v.ref(), vbs.ref(), 0.1f, out.ref(), cpu_idx.ref(), cpu_num.ref(), nullptr});
+  on_device({&q, &k, &v, &vbs, &gpu_out, &gpu_idx, &gpu_num}, [&](const std::vector<TensorRef>& r) {
+    coarse_stage({r[0], r[1], r[2], r[3], 0.1f, r[4], r[5], r[6], nullptr});
+  });
+  expect_identical(gpu_idx, cpu_idx, "q2k_idx");
+  expect_identical(gpu_num, cpu_num, "q2k_num");
+  // The NaN block 7 is in the list of row 0; the NaN row 3 starts at block 0 (full).
+  bool has_7 = false;
+  for (std::int64_t e = 0; e < topk; ++e) has_7 = has_7 || cpu_idx.get_int(e) == 7;
+  EXPECT_TRUE(has_7);
+  EXPECT_EQ(cpu_idx.get_int(3 * topk), 0);
+}
 
 TEST(CudaCoarseStageLimit, TooManyKvBlocksIsUnsupported) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
