@@ -6,7 +6,9 @@
 #   scripts/gpu.sh [stage ...]     stages: cpp python ctest pytest kernels bench
 #                                  (default: these; `build` means cpp python);
 #                                  also `profile`: Nsight Compute on one backward
-#                                  of each dq path (Wan 480p shape)
+#                                  of each dq path (Wan 480p shape), and
+#                                  `profile-forward`: on vsa's and ThunderKittens'
+#                                  forward kernels (Wan 480p, H16 S49152)
 #
 # Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
@@ -97,6 +99,25 @@ if want profile; then
   done > "$OUT/profile.log" 2>&1 || { note "profile FAILED"; status=1; }
   grep -E "^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput" \
     "$OUT/profile.log" | tee -a "$OUT/summary.txt"
+fi
+
+if want profile-forward; then
+  # Where the Hopper forward's time goes next to ThunderKittens' on the two anchor
+  # cases (vsa even with TK on H16 S49152, behind on Wan 480p: docs/kernel-notes.md).
+  # TK comes from ../shared/peers (carry .peers; its first import builds it, ~80 s).
+  note "profile-forward: ncu on vsa's and ThunderKittens' forward kernels, Wan 480p and H16 S49152"
+  for case in wan2.1-1.3b-480p synthetic-49k; do
+    for kernel in "vsa:fwd_tma_kernel" "fastvideo-tk:fwd_attend_ker"; do
+      echo "==== $case ${kernel%%:*}"
+      PYTHONPATH=$PWD/.peers/fv_py${PYTHONPATH:+:$PYTHONPATH} ncu --clock-control none -k "regex:${kernel#*:}" \
+        --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis vsa bench --case "$case" --backends "${kernel%%:*}" --no-backward \
+        --iters 3 --warmup 1
+    done
+  done > "$OUT/profile-forward.log" 2>&1 || { note "profile-forward FAILED"; status=1; }
+  grep -E "^==== |Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible" \
+    "$OUT/profile-forward.log" | tee -a "$OUT/summary.txt"
 fi
 
 if want bench; then
