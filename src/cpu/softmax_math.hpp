@@ -12,7 +12,9 @@ namespace vsa::cpu {
 float row_max(const float* x, std::int64_t n);
 
 // x[i] = 2^(x[i] - shift) for i in [0, n), within 1 ulp where that is a
-// normal float (NaN stays NaN); returns the sum of the new values.
+// normal float; returns the sum of the new values. A NaN among the x[i] -
+// shift (or +inf with -inf) makes every x[i] and the sum NaN: the row's
+// softmax sum is NaN, and so is each of its probabilities.
 float exp2_shifted(float* x, std::int64_t n, float shift);
 
 // The SIMD level those clones run at on this CPU: "avx512f", "avx2" or
