@@ -17,7 +17,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 namespace vsa::cpu {
 
@@ -94,7 +93,7 @@ VSA_SIMD_CLONES float exp2_shifted(float* x, std::int64_t n, float shift) {
     sum += x[i];
   }
   if (!is_nan(shifted_sum)) return sum;
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto nan = std::bit_cast<float>(0x7fc00000u);  // quiet NaN, by its bits for the same reason as is_nan
   std::fill(x, x + n, nan);
   return nan;
 }
