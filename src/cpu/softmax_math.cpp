@@ -83,7 +83,7 @@ VSA_SIMD_CLONES float exp2_shifted(float* x, std::int64_t n, float shift) {
   // The sum of the shifted values is NaN when one of them is (or when +inf
   // and -inf meet, which no usable scores do): then the row's softmax sum is
   // NaN, so is each of its probabilities, and that is what the row gets. One
-  // add per value; a NaN test per value cost 2 % of a forward work item.
+  // add per value; a NaN test per value cost 1-2 % of a forward work item.
   float shifted_sum = 0.0f;
 #pragma omp simd reduction(+ : sum, shifted_sum)
   for (std::int64_t i = 0; i < n; ++i) {
