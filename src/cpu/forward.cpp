@@ -53,11 +53,13 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
       inv_sum[r] = 1.0f / sum;
       if (lse_rows != nullptr) lse_rows[r] = top + std::log2(sum);
     }
-    matmul(Transpose::no, Transpose::no, rows, d, sel.count, 1.0f, probs, sel.count, sel.values, d, 0.0f, acc, d);
+    const FloatOutRows dst = float_out_rows(out, qb.batch, qb.head, first_seq, d, acc);
+    matmul(Transpose::no, Transpose::no, rows, d, sel.count, 1.0f, probs, sel.count, sel.values, d, 0.0f, dst.data,
+           dst.ld);
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* row = acc + r * d;
+      float* row = dst.data + r * dst.ld;
       for (std::int64_t x = 0; x < d; ++x) row[x] *= inv_sum[r];
-      store_row(row, out.row(qb.batch, qb.head, first_seq + r), d);
+      if (!dst.in_place) store_row(row, out.row(qb.batch, qb.head, first_seq + r), d);
     }
   });
 }

@@ -100,4 +100,24 @@ FloatRows float_rows(const SequenceRows<const T>& src, std::int64_t batch, std::
   return FloatRows{m, d};
 }
 
+// Where a work item's float result rows [first, first + count) go: float
+// outputs whose rows do not overlap are written in place (the product's
+// leading dimension is the seq stride), saving a copy; other element types
+// are computed in `scratch` and converted by the caller (store_row).
+struct FloatOutRows {
+  float* data;
+  std::int64_t ld;
+  bool in_place;
+};
+
+template <class T>
+FloatOutRows float_out_rows(const SequenceRows<T>& dst, std::int64_t batch, std::int64_t head, std::int64_t first,
+                            std::int64_t d, float* scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dst.view.stride_seq >= d && dst.view.stride_seq <= std::numeric_limits<int>::max())
+      return FloatOutRows{dst.row(batch, head, first), dst.view.stride_seq, true};
+  }
+  return FloatOutRows{scratch, d, false};
+}
+
 }  // namespace vsa::cpu

@@ -1,6 +1,6 @@
 // The elementwise part of attention's softmax over rows of scores: the row
-// maximum and the base-2 exponentials, vectorized through glibc's vector math
-// library (libmvec) with one clone per x86 SIMD level picked at load time.
+// maximum and the base-2 exponentials, vectorized by the compiler with one
+// clone per x86 SIMD level picked at load time.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,10 @@ namespace vsa::cpu {
 // The largest of x[0, n); n > 0.
 float row_max(const float* x, std::int64_t n);
 
-// x[i] = 2^(x[i] - shift) for i in [0, n); returns the sum of the new values.
+// x[i] = 2^(x[i] - shift) for i in [0, n), within 1 ulp where that is a
+// normal float; returns the sum of the new values. A NaN among the x[i] -
+// shift (or +inf with -inf) makes every x[i] and the sum NaN: the row's
+// softmax sum is NaN, and so is each of its probabilities.
 float exp2_shifted(float* x, std::int64_t n, float shift);
 
 // The SIMD level those clones run at on this CPU: "avx512f", "avx2" or
