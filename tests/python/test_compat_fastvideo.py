@@ -323,8 +323,9 @@ def test_fastvideo_varlen_refuses_block_sizes_that_drop_tokens(gen):
     with pytest.raises(ValueError, match="'q2k_num_list\\[0\\].shape'"):  # a batch of two
         fk.block_sparse_attn_varlen(q, k, v, torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0]]),
                                     [idx], [torch.cat([num, num])], [vbs], [q_vbs])
+    copies = 2 * 64 // q.shape[0] + 1  # q holds 32..128 tokens: enough copies to pass 2 full blocks
     with pytest.raises(ValueError, match="'cu_seqlens_q"):  # more tokens than 2 full blocks
-        fk.block_sparse_attn_varlen(torch.cat([q, q, q]), k, v, torch.tensor([0, 3 * q.shape[0]]),
+        fk.block_sparse_attn_varlen(torch.cat([q] * copies), k, v, torch.tensor([0, copies * q.shape[0]]),
                                     torch.tensor([0, k.shape[0]]), [idx], [num], [vbs])
 
 
