@@ -11,7 +11,7 @@ namespace vsa::cpu {
 // The largest of x[0, n); n > 0.
 float row_max(const float* x, std::int64_t n);
 
-// x[i] = 2^(x[i] - shift) for i in [0, n), within 1 ulp where that is a
+// x[i] = 2^(x[i] - shift) for i in [0, n), within 1.25 ulp (1 with FMA) where that is a
 // normal float; returns the sum of the new values. A NaN among the x[i] -
 // shift (or +inf with -inf) makes every x[i] and the sum NaN: the row's
 // softmax sum is NaN, and so is each of its probabilities.
