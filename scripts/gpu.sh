@@ -8,7 +8,10 @@
 #                                  also `profile`: Nsight Compute on one backward
 #                                  of each dq path (Wan 480p shape), and
 #                                  `profile-forward`: on vsa's and ThunderKittens'
-#                                  forward kernels (Wan 480p, H16 S49152)
+#                                  forward kernels (Wan 480p, H16 S49152), and
+#                                  `profile-layer`: on the layer's own kernels
+#                                  (block means, coarse stage, gate combine; Wan 480p),
+#                                  with the coarse stage's SASS and stall samples
 #
 # Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
@@ -120,6 +123,30 @@ if want profile-forward; then
     "$OUT/profile-forward.log" | tee -a "$OUT/summary.txt"
 fi
 
+if want profile-layer; then
+  # Where the layer's time outside the fine kernel goes (docs/kernel-notes.md,
+  # "VSA layer"): one Wan 480p layer forward, its five kernels of its own.
+  note "profile-layer: ncu on block_mean, coarse_stage and gate_combine, Wan 480p"
+  layer_once='import torch, vsa
+meta = vsa.build_vsa_metadata((21, 30, 52), device="cuda")
+shape = (1, 12, meta.padded_length, 128)
+q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+gate = torch.rand(shape, device="cuda", dtype=torch.bfloat16)
+vbs = meta.variable_block_sizes
+for _ in range(2):
+    vsa.video_sparse_attn(q, k, v, vbs, vbs, 63, gate=gate)
+torch.cuda.synchronize()'
+  ncu --clock-control none -k "regex:block_mean_kernel|coarse_stage_kernel|gate_combine_kernel" \
+    --launch-skip 5 --launch-count 5 --set full --import-source yes -o "$OUT/layer" \
+    python3 -c "$layer_once" > "$OUT/profile-layer.log" 2>&1 || { note "profile-layer FAILED"; status=1; }
+  ncu --import "$OUT/layer.ncu-rep" --print-summary per-kernel >> "$OUT/profile-layer.log" 2>&1
+  ncu --import "$OUT/layer.ncu-rep" --page details >> "$OUT/profile-layer.log" 2>&1
+  ncu --import "$OUT/layer.ncu-rep" -k regex:coarse_stage_kernel --page source --csv --print-source sass \
+    > "$OUT/coarse-sass.csv" 2>&1
+  grep -E "^  [a-z_]+kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Issue Slots Busy" \
+    "$OUT/profile-layer.log" | tee -a "$OUT/summary.txt"
+fi
+
 if want bench; then
   note "bench"
   # shellcheck disable=SC2086
@@ -144,7 +171,9 @@ fi
 #                synccheck and initcheck, on both kernel families (and
 #                the Hopper forward's v1 with VSA_SANITIZE_KERNELS=sm90v1), each run cut at
 #                VSA_SANITIZE_TIMEOUT (240) seconds; VSA_SANITIZE_TOOLS and
-#                VSA_SANITIZE_KERNELS pick a subset  -> sanitize.log
+#                VSA_SANITIZE_KERNELS pick a subset, VSA_SANITIZE_SHARDS=N
+#                splits each run into N GoogleTest shards run side by side
+#                -> sanitize.log
 #   diffusers    installs the pinned diffusers from .wheels/ (carried: filled
 #                by scripts/wheelhouse.sh, since the machine has no network), runs
 #                the diffusers and grid-attention tests (CPU and CUDA) and one
@@ -202,11 +231,24 @@ if want sanitize; then
       note "sanitize: $tool, VSA_CUDA_KERNEL=$kernel"
       echo "==== $tool, VSA_CUDA_KERNEL=$kernel, --gtest_filter=$filter" >> "$OUT/sanitize.log"
       first_line=$(($(wc -l < "$OUT/sanitize.log") + 1))
-      VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_SANITIZE_SWEEP_CASES:-16} \
-        timeout "${VSA_SANITIZE_TIMEOUT:-240}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
-        --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 >> "$OUT/sanitize.log" 2>&1
-      rc=$?
-      { tail -n "+$first_line" "$OUT/sanitize.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" | tail -n 4
+      # VSA_SANITIZE_SHARDS=N runs the suite as N GoogleTest shards side by side
+      # (racecheck on the portable family outlasts one call otherwise); each
+      # shard's log is appended in order, and any shard's failure fails the run.
+      shards=${VSA_SANITIZE_SHARDS:-1} pids=()
+      for ((shard = 0; shard < shards; ++shard)); do
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
+          VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_SANITIZE_SWEEP_CASES:-16} \
+          timeout "${VSA_SANITIZE_TIMEOUT:-240}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+          --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/.shard$shard" 2>&1 &
+        pids+=($!)
+      done
+      rc=0
+      for ((shard = 0; shard < shards; ++shard)); do
+        wait "${pids[shard]}" || rc=$?
+        ((shards == 1)) || echo "---- shard $shard of $shards" >> "$OUT/sanitize.log"
+        cat "$OUT/.shard$shard" >> "$OUT/sanitize.log" && rm -f "$OUT/.shard$shard"
+      done
+      { tail -n "+$first_line" "$OUT/sanitize.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" | tail -n $((4 * shards))
         echo "   exit $rc"; } | tee -a "$OUT/summary.txt"
       ((rc == 0)) || status=1
     done
