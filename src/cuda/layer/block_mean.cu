@@ -35,10 +35,10 @@ struct MeanParams {
 };
 
 // Loads in flight per thread before their sums (in token order) are taken.
-constexpr int kUnroll = 8;
+constexpr int kUnroll = 4;
 
 template <class Elem>
-__global__ void __launch_bounds__(kThreads) block_mean_kernel(const MeanParams p, std::int64_t work) {
+__global__ void __launch_bounds__(kThreads, 4) block_mean_kernel(const MeanParams p, std::int64_t work) {
   const std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= work) return;
   const int group = static_cast<int>(index % p.groups);

@@ -119,12 +119,26 @@ __device__ __forceinline__ unsigned live_nibble(const std::uint32_t* live_bits, 
 // A score stage: columns [col0, col0 + kScoreCols) of the CTA's query rows
 // (zero past valid_rows) and of kTileKeys keys from first_key (keys past nk
 // repeat the last one: their scores are never used).
+// The copy loops below have a trip count fixed at compile time, so they
+// unroll and each cp.async gets its own address registers: in a rolled loop
+// the next piece's address overwrote registers an in-flight cp.async still
+// held, and ncu put ~6 % of the kernel's stall samples on that wait
+// (bench/results/2026-12-01-h200-ce77c36).
+template <int kPieces>
+__host__ __device__ constexpr int pieces_per_thread() {
+  static_assert(kPieces % kThreads == 0 || kPieces < kThreads, "whole rounds, or one partial round");
+  return (kPieces + kThreads - 1) / kThreads;
+}
+
 template <int kHeadDim, class C>
 __device__ void load_score_stage(float* stage, const float* q_rows, int valid_rows, const float* k_mean,
                                  int first_key, int nk, int col0) {
   constexpr int kChunks = C::kScoreCols / 4;  // 16-byte pieces per row
   const int tid = static_cast<int>(threadIdx.x);
-  for (int c = tid; c < C::kRows * kChunks; c += kThreads) {
+#pragma unroll
+  for (int i = 0; i < pieces_per_thread<C::kRows * kChunks>(); ++i) {
+    const int c = tid + i * kThreads;
+    if (c >= C::kRows * kChunks) break;
     const int row = c / kChunks, col = 4 * (c % kChunks);
     float* to = stage + row * C::kScoreCols + col;
     if (row < valid_rows)
@@ -133,7 +147,9 @@ __device__ void load_score_stage(float* stage, const float* q_rows, int valid_ro
       *reinterpret_cast<float4*>(to) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   float* keys = stage + C::kRows * C::kScoreCols;
-  for (int c = tid; c < C::kTileKeys * kChunks; c += kThreads) {
+#pragma unroll
+  for (int i = 0; i < pieces_per_thread<C::kTileKeys * kChunks>(); ++i) {
+    const int c = tid + i * kThreads;
     const int key = c / kChunks, chunk = c % kChunks;
     ptx::cp_async_16(ptx::smem_addr(keys + (chunk * C::kTileKeys + key) * 4),
                      k_mean + static_cast<std::int64_t>(min(first_key + key, nk - 1)) * kHeadDim + col0 + 4 * chunk);
@@ -145,7 +161,9 @@ __device__ void load_score_stage(float* stage, const float* q_rows, int valid_ro
 template <int kHeadDim, class C>
 __device__ void load_value_tile(float* stage, const float* v_mean, int tile, int nk) {
   constexpr int kChunks = kHeadDim / 4;
-  for (int c = static_cast<int>(threadIdx.x); c < C::kValueKeys * kChunks; c += kThreads) {
+#pragma unroll
+  for (int i = 0; i < pieces_per_thread<C::kValueKeys * kChunks>(); ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     const int key = c / kChunks, col = 4 * (c % kChunks);
     ptx::cp_async_16(ptx::smem_addr(stage + key * kHeadDim + col),
                      v_mean + static_cast<std::int64_t>(min(tile * C::kValueKeys + key, nk - 1)) * kHeadDim + col);
