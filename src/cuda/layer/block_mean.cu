@@ -35,6 +35,9 @@ struct MeanParams {
 };
 
 // Loads in flight per thread before their sums (in token order) are taken.
+// Four, at four CTAs per SM (62 registers): the whole Wan 480p grid is
+// resident at once. Eight loads took 86 registers, two CTAs per SM and 1.77
+// waves, and reached 2.83 TB/s (bench/results/2026-12-01-h200-ce77c36).
 constexpr int kUnroll = 4;
 
 template <class Elem>
