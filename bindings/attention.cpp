@@ -53,6 +53,23 @@ void run_forward(const InArray& q, const InArray& k, const InArray& v, const InA
   forward(p);
 }
 
+// The forward with the VSA layer's gate combine in its epilogue (no lse).
+void run_fine_stage_gated(const InArray& q, const InArray& k, const InArray& v,
+                          const InArray& q2k_idx, const InArray& q2k_num,
+                          const InArray& variable_block_sizes, const InArray& coarse,
+                          const std::optional<InArray>& gate, const OutArray& out,
+                          const std::string& layout, float scale, std::uintptr_t stream) {
+  ForwardParams p;
+  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+  p.out = to_tensor_ref(out, "out");
+  p.need_lse = false;
+  p.coarse = to_tensor_ref(coarse, "coarse");
+  p.gate = to_tensor_ref(gate, "gate");
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  forward(p);
+}
+
 BackwardParams backward_params(const InArray& q, const InArray& k, const InArray& v,
                                const InArray& q2k_idx, const InArray& q2k_num,
                                const InArray& variable_block_sizes, const InArray& out,
@@ -123,6 +140,11 @@ void bind_attention(nb::module_& m) {
         "Block-sparse attention forward into the caller's `out` (q's shape) and `lse` "
         "([B, H, Sq] float32, base 2; may be None when need_lse is False). scale 0 means "
         "1/sqrt(D).");
+  m.def("fine_stage_gated", &run_fine_stage_gated, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
+        "variable_block_sizes"_a, "coarse"_a, "gate"_a.none(), "out"_a, "layout"_a, "scale"_a,
+        "stream"_a,
+        "forward, then out = out + coarse (broadcast over each block's tokens) * gate (1 when "
+        "None) in the same kernel: bitwise forward followed by gate_combine. No lse.");
   m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "workspace"_a.none(), "dq"_a, "dk"_a,
         "dv"_a, "layout"_a, "scale"_a, "deterministic"_a, "stream"_a,

@@ -42,6 +42,14 @@ struct ForwardParams {
   TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D
   TensorRef lse;         // [B, H, Sq] fp32; may be undefined when need_lse is false
   bool need_lse = true;
+  // Optional epilogue addend, the VSA layer's gate combine fused into the
+  // write of `out` (vsa/layer.hpp, gate_combine). When coarse is defined,
+  //   out[b, h, t, :] = round(fmaf(coarse[b, h, t / blk, :], gate[b, h, t, :], fine))
+  // where fine is the attention already rounded to out's dtype (gate 1
+  // without a gate): bitwise what forward followed by gate_combine gives.
+  // lse stays the attention's. gate without coarse is an error.
+  TensorRef coarse;  // [B, H, NQ, D] fp32, contiguous; or undefined
+  TensorRef gate;    // optional with coarse: out's rules (q's shape, layout and dtype)
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU
 };
 

@@ -218,6 +218,16 @@ float resolved_scale(const AttentionInputs& in, const ProblemShape& s) {
 void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
   expect_like(p.out, "out", p.in.q, "q");
   if (p.need_lse) expect_lse(p.lse, "lse", p.in.q, s);
+  if (!p.coarse.defined()) {
+    if (p.gate.defined()) fail("gate", "undefined when coarse is (the gate weights coarse)", "a tensor");
+    return;
+  }
+  expect_rank(p.coarse, "coarse", 4);
+  expect_same_device(p.coarse, "coarse", p.in.q);
+  expect_dtype(p.coarse, "coarse", DType::f32);
+  expect_shape(p.coarse, "coarse", {s.batch, s.heads, s.num_q_blocks, s.head_dim});
+  expect_contiguous(p.coarse, "coarse");
+  if (p.gate.defined()) expect_like(p.gate, "gate", p.in.q, "q");
 }
 
 void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {

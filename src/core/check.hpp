@@ -32,7 +32,8 @@ void expect_dtype(const TensorRef& t, const char* name, DType dtype);
 // A sequence tensor with the shape, dtype and device of `like`.
 void expect_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
 
-// Outputs of the forward pass (out, and lse when need_lse).
+// Outputs of the forward pass (out, and lse when need_lse) and its optional
+// epilogue addend (coarse, gate).
 void check_forward_outputs(const ForwardParams& p, const ProblemShape& s);
 // Everything a backward pass reads or writes besides the inputs.
 void check_backward_tensors(const BackwardParams& p, const ProblemShape& s);

@@ -1,7 +1,9 @@
 // The arithmetic of the VSA layer that must give the same bits on every
 // backend: block means and coarse selection scores. The CPU and CUDA code
 // both call these functions, so the same inputs produce bit-identical means,
-// scores and therefore block lists (docs/layer.md, "Precision").
+// scores and therefore block lists (docs/layer.md, "Precision"). Also the gate
+// combine's step, shared by the combine pass and the fine kernels' fused
+// epilogue so that both give the same bits on a backend.
 //
 // - Means: the 16-bit (or float32) inputs are summed in float64 in token
 //   order and divided by the count in float64, then rounded once to float32.
@@ -52,6 +54,19 @@ VSA_HOST_DEVICE inline float score_step(float a, float b, float acc) {
   return __fmaf_ieee_rn(a, b, acc);
 #else
   return std::fma(a, b, acc);
+#endif
+}
+
+// One element of the gate combine: fine + coarse · gate with one rounding (an
+// ungated combine passes gate 1: fma(c, 1, f) rounds the same exact sum as
+// f + c, so it gives the same bits). On CUDA this is the plain fmaf of the
+// --use_fast_math build (subnormals flushed), as the combine kernel always
+// computed it: the same on both CUDA paths, not bit-identical to the CPU's.
+VSA_HOST_DEVICE inline float combine_step(float fine, float coarse, float gate) {
+#if defined(__CUDA_ARCH__)
+  return fmaf(coarse, gate, fine);
+#else
+  return std::fma(coarse, gate, fine);
 #endif
 }
 

@@ -2,9 +2,12 @@
 // (not online) base-2 softmax over the gathered keys, accumulated in float:
 // S = Q·Kᵀ and O = P·V are two matrix products (matmul.hpp), the softmax in
 // between runs row by row on vectorized exponentials (softmax_math.hpp).
+// With ForwardParams::coarse the VSA layer's gate combine is applied to each
+// row right after it is written (combine_row.hpp).
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/combine_row.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/matmul.hpp"
 #include "cpu/parallel_for.hpp"
@@ -23,6 +26,9 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
   float* lse = p.need_lse ? static_cast<float*>(p.lse.data) : nullptr;
   const std::int64_t d = s.head_dim, rows = s.block;
   const float scale_log2 = scale * kLog2e;
+  const auto* coarse = static_cast<const float*>(p.coarse.data);  // null: no fused combine
+  const bool gated = p.gate.defined();
+  const auto gate = sequence_rows<const T>(p.gate, p.in.layout);
 
   parallel_for(s.batch * s.heads * s.num_q_blocks, [&](std::int64_t item) {
     Scratch& scratch = thread_scratch();
@@ -31,11 +37,21 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
     float* lse_rows = lse == nullptr ? nullptr : lse + (qb.batch * s.heads + qb.head) * s.seq_q + first_seq;
     const SelectedKeys sel = gather_selected_keys(k, v, p.in, s, qb, scratch);
     float* acc = scratch.result.get(rows * d);
+    // coarse is [B, H, NQ, D]: the block's row has the index of its list row.
+    const float* coarse_row = coarse == nullptr ? nullptr : coarse + qb.list_row * d;
+    // Row r of the block, from its float values (already in out when in_place);
+    // the fused combine then reads back the rounded value, as gate_combine would.
+    auto write_row = [&](const float* values, std::int64_t r, bool in_place) {
+      T* dst = out.row(qb.batch, qb.head, first_seq + r);
+      if (!in_place) store_row(values, dst, d);
+      if (coarse_row != nullptr)
+        combine_row<T>(dst, coarse_row, gated ? gate.row(qb.batch, qb.head, first_seq + r) : nullptr, dst, d);
+    };
 
     if (sel.count == 0) {  // nothing to attend: exactly zero rows, the sentinel LSE
       std::fill(acc, acc + rows * d, 0.0f);
       for (std::int64_t r = 0; r < rows; ++r) {
-        store_row(acc + r * d, out.row(qb.batch, qb.head, first_seq + r), d);
+        write_row(acc + r * d, r, false);
         if (lse_rows != nullptr) lse_rows[r] = kEmptyRowLse;
       }
       return;
@@ -59,7 +75,7 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
     for (std::int64_t r = 0; r < rows; ++r) {
       float* row = dst.data + r * dst.ld;
       for (std::int64_t x = 0; x < d; ++x) row[x] *= inv_sum[r];
-      if (!dst.in_place) store_row(row, out.row(qb.batch, qb.head, first_seq + r), d);
+      write_row(row, r, dst.in_place);
     }
   });
 }

@@ -1,8 +1,10 @@
 // CPU gate combine and its gradient (vsa/layer.hpp): one work item per
-// (batch, head, query block), float32 arithmetic, one rounding per output.
+// (batch, head, query block), float32 arithmetic, one rounding per output
+// (combine_row.hpp, shared with the forward's fused epilogue).
 #include <cstdint>
 #include <vector>
 
+#include "cpu/combine_row.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/parallel_for.hpp"
 #include "cpu/sequence_rows.hpp"
@@ -25,9 +27,7 @@ void gate_combine_typed(const GateCombineParams& p) {
     for (std::int64_t t = n * block; t < (n + 1) * block; ++t) {
       const T* f = fine.row(b, h, t);
       const T* g = gated ? gate.row(b, h, t) : nullptr;
-      T* o = out.row(b, h, t);  // may be f: each element is read before it is written
-      for (std::int64_t d = 0; d < dim; ++d)
-        o[d] = from_float<T>(to_float(f[d]) + (gated ? c[d] * to_float(g[d]) : c[d]));
+      combine_row(f, c, g, out.row(b, h, t), dim);  // out may be fine
     }
   });
 }

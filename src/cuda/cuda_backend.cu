@@ -135,6 +135,19 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
   kp.max_kv = static_cast<int>(s.max_kv);
   kp.block = static_cast<int>(s.block);
   kp.scale_log2 = scale * kLog2e;
+  if (p.coarse.defined()) {  // the fused gate combine: 16-byte loads of coarse and gate chunks
+    if (reinterpret_cast<std::uintptr_t>(p.coarse.data) % 16 != 0)
+      throw Error(ErrorKind::unsupported, "coarse.data", "a 16-byte aligned pointer on CUDA",
+                  "an unaligned pointer");
+    kp.coarse = static_cast<const float*>(p.coarse.data);
+  }
+  if (p.gate.defined()) {
+    if (!rows_aligned(p.gate, in.layout))
+      throw Error(ErrorKind::unsupported, "gate.stride", "16-byte aligned rows (strides multiple of 8)",
+                  "unaligned rows");
+    kp.gate = p.gate.data;
+    kp.gate_stride = seq_strides(p.gate, in.layout);
+  }
 
   const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);

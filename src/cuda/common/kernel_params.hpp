@@ -28,6 +28,13 @@ struct FwdKernelParams {
   int heads, kv_group;  // kv head = head / kv_group
   int num_q_blocks, max_kv, block;
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
+
+  // The VSA layer's gate combine fused into the epilogue (vsa::ForwardParams::coarse):
+  // out = fine + coarse[b, h, row / block] · gate. coarse null: plain attention;
+  // gate null (with coarse): gate 1.
+  const void* gate;     // q's shape, D unit stride
+  SeqStrides gate_stride;
+  const float* coarse;  // [B, H, NQ, D] contiguous
 };
 
 // The backward's kernels (sm80 and sm90). The key pass: a CTA owns one

@@ -66,7 +66,8 @@ class QueryScheduler {
 
 // Where a CTA's rows are: its first q row and the K and V rows of its
 // (batch, kv head), read from the start; its first out row and lse entry
-// (null when lse is not wanted), written at the end.
+// (null when lse is not wanted), written at the end, with what the fused gate
+// combine adds to them (coarse null: nothing).
 template <class Elem>
 struct CtaInputs {
   const Elem* q;
@@ -76,7 +77,13 @@ struct CtaInputs {
 template <class Elem>
 struct CtaOutputs {
   Elem* out;
+  std::int64_t out_row_stride;
   float* lse;
+  // A CTA's rows lie in one query block (kCtaRows <= block), so they share
+  // one coarse row; gate is the CTA's first gate row, or null.
+  const float* coarse;
+  const Elem* gate;
+  std::int64_t gate_row_stride;
 };
 
 template <class Elem, int kCtaRows>
@@ -87,16 +94,20 @@ __device__ __forceinline__ CtaInputs<Elem> cta_inputs(const FwdKernelParams& p, 
           static_cast<const Elem*>(p.v) + sched.batch() * p.v_stride.batch + sched.kv_head() * p.v_stride.head};
 }
 
-template <class Elem, int kCtaRows>
+template <class Elem, int kHeadDim, int kCtaRows>
 __device__ __forceinline__ CtaOutputs<Elem> cta_outputs(const FwdKernelParams& p,
                                                         const QueryScheduler<kCtaRows>& sched) {
   const std::int64_t q_row0 = sched.first_query_row();
+  const std::int64_t bh = static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head();
   return {static_cast<Elem*>(p.out) + sched.batch() * p.out_stride.batch + sched.head() * p.out_stride.head +
               q_row0 * p.out_stride.seq,
-          p.lse == nullptr ? nullptr
-                           : p.lse + (static_cast<std::int64_t>(sched.batch()) * p.heads + sched.head()) *
-                                         (static_cast<std::int64_t>(p.num_q_blocks) * p.block) +
-                                 q_row0};
+          p.out_stride.seq,
+          p.lse == nullptr ? nullptr : p.lse + bh * (static_cast<std::int64_t>(p.num_q_blocks) * p.block) + q_row0,
+          p.coarse == nullptr ? nullptr : p.coarse + (bh * p.num_q_blocks + q_row0 / p.block) * kHeadDim,
+          p.gate == nullptr ? nullptr
+                            : static_cast<const Elem*>(p.gate) + sched.batch() * p.gate_stride.batch +
+                                  sched.head() * p.gate_stride.head + q_row0 * p.gate_stride.seq,
+          p.gate_stride.seq};
 }
 
 // Where a dQ-pass CTA's rows are: its q and dout rows (read) and dq rows

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/layer_arithmetic.hpp"
 #include "core/layout.hpp"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_guard.hpp"
@@ -40,20 +41,16 @@ __global__ void __launch_bounds__(kThreads) gate_combine_kernel(const CombinePar
   const std::int64_t token = index / p.groups;
   const std::int64_t seq = token % p.seq, bh = token / p.seq;
   const std::int64_t batch = bh / p.heads, head = bh % p.heads;
-  float fine[8], coarse[8];
+  float fine[8], coarse[8], gate[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
   layer::load8(static_cast<const Elem*>(p.fine) + layer::token_offset(p.fine_stride, batch, head, seq) + 8 * group,
                fine);
   layer::load8(p.coarse + (bh * p.blocks + seq / p.block) * (8 * p.groups) + 8 * group, coarse);
-  if (p.gate != nullptr) {
-    float gate[8];
+  if (p.gate != nullptr)
     layer::load8(static_cast<const Elem*>(p.gate) + layer::token_offset(p.gate_stride, batch, head, seq) + 8 * group,
                  gate);
+  // The step the fine kernels' fused epilogue uses too (sm80/fwd_epilogue.cuh).
 #pragma unroll
-    for (int e = 0; e < 8; ++e) fine[e] = fmaf(coarse[e], gate[e], fine[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) fine[e] += coarse[e];
-  }
+  for (int e = 0; e < 8; ++e) fine[e] = detail::combine_step(fine[e], coarse[e], gate[e]);
   layer::store8(static_cast<Elem*>(p.out) + layer::token_offset(p.out_stride, batch, head, seq) + 8 * group, fine);
 }
 

@@ -96,8 +96,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
     __syncthreads();
   }
 
-  const auto [out, lse] = cta_outputs<Elem>(p, sched);
-  write_output(consumer, sq, out, p.out_stride.seq, lse);
+  write_output(consumer, sq, cta_outputs<Elem, kHeadDim>(p, sched));
 }
 
 template <class Elem, int kHeadDim, int kCtaRows>

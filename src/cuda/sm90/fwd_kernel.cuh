@@ -95,10 +95,9 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
   ptx::cp_async_wait<0>();
   __syncthreads();  // every wgmma read of Q is done: the epilogue stages O over it
 
-  const auto [out, lse] = cta_outputs<Elem>(p, sched);
   // Generic stores into the staging rows: plain [row][D] layout, as sm80's.
   Elem* stage = reinterpret_cast<Elem*>(smem + (sq - ptx::smem_addr(smem)));
-  sm80::write_output(consumer, stage, out, p.out_stride.seq, lse);
+  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched));
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

@@ -218,9 +218,8 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   __syncthreads();  // every warp's products are done reading Q and V
   // Every product that read Q is done (the loop's barriers, or no tiles), and
   // every requested tile has landed: the epilogue stages O over Q.
-  const auto [out, lse] = cta_outputs<Elem>(p, sched);
   Elem* stage = reinterpret_cast<Elem*>(smem + (buf.q - ptx::smem_addr(smem)));
-  sm80::write_output(consumer, stage, out, p.out_stride.seq, lse);
+  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched));
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif
