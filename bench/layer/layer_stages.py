@@ -17,7 +17,7 @@ import torch
 
 import vsa
 from vsa.bench.timing import median_ms, rotation_count
-from vsa.layer import block_means, coarse_stage, fine_stage, gate_combine
+from vsa.layer import block_means, coarse_stage, fine_stage, fine_stage_gated, gate_combine
 
 
 def main() -> None:
@@ -68,6 +68,9 @@ def main() -> None:
             ("coarse stage", timed(lambda s: coarse_stage(*s["means"], vbs, args.topk))),
             ("fine stage", timed(lambda s: fine_stage(s["q"], s["k"], s["v"], s["idx"], s["num"], vbs))),
             ("gate combine", timed(lambda s: gate_combine(s["fine"], s["coarse"], s["gate"]))),
+            # What the layer forward runs without a gradient: the combine in the fine epilogue.
+            ("fine stage + combine, fused", timed(lambda s: fine_stage_gated(
+                s["q"], s["k"], s["v"], s["idx"], s["num"], vbs, s["coarse"], s["gate"]))),
             ("layer forward", timed(layer)),
         ]
     fine_fb = timed(with_grad(lambda s: fine_stage(s["q"], s["k"], s["v"], s["idx"], s["num"], vbs)))

@@ -13,6 +13,12 @@ Four stages, each a function a benchmark can time on its own:
   (block_sparse_attn).
 - gate_combine: fine + coarse · gate, one pass over the sequence.
 
+When no gradient is needed (grad mode off, or none of q, k, v, gate requires
+one) video_sparse_attn runs the last two as one: the fine kernel applies the
+gate combine in its epilogue (fine_stage_gated), with the same bits and one
+pass over the output fewer. Training keeps the separate stages, whose
+backward needs fine's inputs saved by the two ops (docs/layer.md).
+
 Selection (docs/layer.md): scores are float32 FMA chains of float32 means in
 one fixed order, identical on every backend, so the same inputs select the
 same blocks on CPU and GPU; ties go to the lower block id; KV blocks without
@@ -24,12 +30,13 @@ from __future__ import annotations
 import math
 from typing import Optional, Union
 
+import torch
 from torch import Tensor
 
 from vsa._args import LAYOUTS, invalid_argument, scale_argument
 from vsa._tensors import expect_same_device, index_tensor
 from vsa.attention import block_sparse_attn
-from vsa.layer_ops import _block_mean, _coarse_stage, _gate_combine
+from vsa.layer_ops import _block_mean, _coarse_stage, _fine_stage_gated, _gate_combine
 
 
 def block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor,
@@ -70,6 +77,16 @@ def gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
     return _gate_combine(fine, coarse, gate, layout)
 
 
+def fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
+                     variable_block_sizes: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
+                     scale: Optional[float] = None, layout: str = "bhsd") -> Tensor:
+    """gate_combine(fine_stage(...), coarse, gate) in one kernel, bitwise the same; not
+    differentiable (the layer uses it only when no gradient is needed)."""
+    return _fine_stage_gated(q, k, v, index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
+                             index_tensor(variable_block_sizes, "variable_block_sizes"), coarse, gate,
+                             scale_argument(scale), layout)
+
+
 def _block_tokens(block_size: Union[int, tuple[int, int, int]]) -> int:
     return math.prod(block_size) if isinstance(block_size, (tuple, list)) else int(block_size)
 
@@ -82,6 +99,11 @@ def _check_blocks(t: Tensor, name: str, counts: Tensor, counts_name: str, block:
         raise invalid_argument(f"{counts_name}.shape",
                                f"one entry per {block}-token block of {name} ({seq} tokens)",
                                list(counts.shape))
+
+
+def _needs_grad(*tensors: Optional[Tensor]) -> bool:
+    """Whether autograd will record the layer (traced, not a host sync, under torch.compile)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor,
@@ -121,6 +143,9 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
 
     q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)
     coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale=scale)
-    fine = fine_stage(q, k, v, q2k_idx, q2k_num, vbs, scale=scale, layout=layout)
-    out = gate_combine(fine, coarse, gate, layout=layout)
+    if _needs_grad(q, k, v, gate):
+        fine = fine_stage(q, k, v, q2k_idx, q2k_num, vbs, scale=scale, layout=layout)
+        out = gate_combine(fine, coarse, gate, layout=layout)
+    else:  # the same bits, one pass over the output fewer
+        out = fine_stage_gated(q, k, v, q2k_idx, q2k_num, vbs, coarse, gate, scale=scale, layout=layout)
     return (out, q2k_idx, q2k_num) if return_lists else out

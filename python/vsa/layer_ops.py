@@ -8,6 +8,10 @@
   differentiable.
 - ``vsa::gate_combine``: fine + coarse · gate; its backward is
   ``vsa::gate_combine_backward``.
+- ``vsa::fine_stage_gated``: the fine stage with the gate combine in its
+  kernel's epilogue, bitwise block_sparse_attn followed by gate_combine, one
+  pass over the output fewer. Forward only (no autograd): the layer uses it
+  when no gradient is needed.
 
 docs/layer.md describes the arithmetic and why it gives the same block lists
 on every backend.
@@ -197,3 +201,23 @@ def _gate_combine_grad(ctx, dout):
 
 _gate_combine.register_autograd(_gate_combine_grad, setup_context=_gate_combine_setup)
 
+
+
+# ---- fine stage with the gate combine fused in ------------------------------------------------------
+
+
+@torch.library.custom_op("vsa::fine_stage_gated", mutates_args=())
+def _fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
+                      variable_block_sizes: Tensor, coarse: Tensor, gate: Optional[Tensor],
+                      scale: float, layout: str) -> Tensor:
+    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
+    gate = None if gate is None else kernel_ready(gate)
+    out = q.new_empty(q.shape)
+    launch(_C.fine_stage_gated, (q, k, v, q2k_idx, q2k_num, variable_block_sizes, coarse, gate), (out,),
+           layout, scale)
+    return out
+
+
+@_fine_stage_gated.register_fake
+def _fine_stage_gated_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, coarse, gate, scale, layout):
+    return q.new_empty(q.shape)

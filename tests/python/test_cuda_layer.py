@@ -119,9 +119,46 @@ def test_no_host_sync_in_forward_and_backward(gen):
     try:
         out = vsa.video_sparse_attn(*leaves[:3], g.vbs, g.q_vbs, g.topk, gate=leaves[3])
         out.backward(torch.ones_like(out))
+        with torch.no_grad():  # the fused inference path
+            vsa.video_sparse_attn(g.q, g.k, g.v, g.vbs, g.q_vbs, g.topk, gate=g.gate)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert all(t.grad is not None for t in leaves)
+
+
+@pytest.mark.parametrize("case", [dict(), dict(block=128, nq=2, nk=4, dim=128, gated=False, layout="bshd"),
+                                  dict(heads=4, kv_heads=2, dtype=torch.float16)], ids=case_id)
+def test_fused_inference_equals_unfused_training_path(gen, case):
+    """No gradient: the fine kernel applies the gate combine in its epilogue; with one, the
+    separate fine stage and gate_combine run. Same bits, on whichever forward kernel runs."""
+    g = draw_layer_problem(gen, **with_dtype(case)).to("cuda")
+    args = (g.k, g.v, g.vbs, g.q_vbs, g.topk, g.block, g.gate)
+    with torch.no_grad():
+        fused = vsa.video_sparse_attn(g.q, *args, layout=g.layout)
+    unfused = vsa.video_sparse_attn(g.q.clone().requires_grad_(), *args, layout=g.layout)
+    assert unfused.requires_grad
+    assert torch.equal(fused, unfused.detach())
+
+
+def test_compile_fullgraph_inference_runs_the_fused_op(gen):
+    torch._dynamo.reset()
+    g = draw_layer_problem(gen, heads=4, kv_heads=2, layout="bshd", dtype=torch.bfloat16).to("cuda")
+    graphs = []
+
+    def recorder(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    def step(q, k, v, gate):
+        return vsa.video_sparse_attn(q, k, v, g.vbs, g.q_vbs, g.topk, gate=gate, layout="bshd")
+
+    with torch.no_grad():
+        got = torch.compile(step, fullgraph=True, backend=recorder)(g.q, g.k, g.v, g.gate)
+        inductor = torch.compile(step, fullgraph=True)(g.q, g.k, g.v, g.gate)
+        want = step(g.q, g.k, g.v, g.gate)
+    assert len(graphs) == 1 and "fine_stage_gated" in graphs[0] and "gate_combine" not in graphs[0]
+    assert torch.equal(got, want) and torch.equal(inductor, want)
+    torch._dynamo.reset()
 
 
 def test_compile_fullgraph_forward_and_backward(gen):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import vsa
-from vsa.layer import block_means, coarse_stage, fine_stage, gate_combine
+from vsa.layer import block_means, coarse_stage, fine_stage, fine_stage_gated, gate_combine
 from attention_reference import rel_error
 from layer_reference import (draw_clear_problem, draw_layer_problem, reference_layer,
                              reference_means)
@@ -110,6 +110,48 @@ def test_topk_of_nk_lists_only_live_blocks(gen, device):
     assert q2k_idx[0, 0, 0].tolist() == [0, 2, 4, -1, -1]
 
 
+FUSION_CASES = [
+    dict(dtype=torch.bfloat16),
+    dict(dtype=torch.float16, heads=4, kv_heads=2, layout="bshd", gated=False),
+    dict(dtype=torch.bfloat16, block=128, nq=2, nk=4, dim=128, layout="bshd"),
+    dict(dtype=torch.float16, heads=3, kv_heads=1, nk=6, topk=4, gated=False, dim=128),
+    dict(dtype=torch.float32, batch=2, topk=3),
+]
+
+
+def _fusion_id(case):
+    return case_id({k: str(v).replace("torch.", "") for k, v in case.items()})
+
+
+@pytest.mark.parametrize("case", FUSION_CASES, ids=_fusion_id)
+def test_fused_inference_equals_unfused_training_path(gen, device, case):
+    """Without a gradient the layer runs the fine kernel with the gate combine in its
+    epilogue; with one, the separate fine stage and gate_combine. Same bits."""
+    if device == "cuda" and case["dtype"] == torch.float32:
+        pytest.skip("the CUDA backend takes 16-bit inputs")
+    p = draw_layer_problem(gen, **case).to(device)
+    with torch.no_grad():
+        fused = layer(p)
+    leaf = p.q.clone().requires_grad_()
+    unfused = vsa.video_sparse_attn(leaf, p.k, p.v, p.vbs, p.q_vbs, p.topk, p.block, p.gate,
+                                    layout=p.layout)
+    assert unfused.requires_grad and not fused.requires_grad
+    assert torch.equal(fused, unfused.detach())
+    assert torch.equal(layer(p), fused)  # grad mode on, but nothing requires a gradient: fused too
+    want, *_ = reference_layer(*p.to("cpu").inputs(), p.to("cpu").gate, block=p.block, layout=p.layout)
+    assert rel_error(fused.cpu(), want) <= (1e-5 if case["dtype"] == torch.float32 else 1e-2)
+
+
+def test_fused_stage_function_equals_the_two_stages(gen):
+    p = draw_layer_problem(gen, heads=4, kv_heads=2, dtype=torch.bfloat16, layout="bshd")
+    means = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs, layout="bshd")
+    coarse, q2k_idx, q2k_num = coarse_stage(*means, p.vbs, p.topk)
+    for gate in (p.gate, None):
+        fused = fine_stage_gated(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, coarse, gate, layout="bshd")
+        fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, layout="bshd")
+        assert torch.equal(fused, gate_combine(fine, coarse, gate, layout="bshd"))
+
+
 def test_stages_compose_to_the_layer(gen):
     p = draw_layer_problem(gen, heads=4, kv_heads=2, dtype=torch.bfloat16)
     q_mean, k_mean, v_mean = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs)
@@ -139,6 +181,35 @@ def test_compile_fullgraph_forward_and_backward(gen, backend):
         grads.append([leaf.grad for leaf in leaves])
     for got, want in zip(*grads):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+
+
+def _graph_recorder(graphs):
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+    return backend
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_compile_fullgraph_picks_fused_or_unfused(gen, grad):
+    """Both paths trace into one graph (no break, no host sync): the fused op without a
+    gradient, the fine stage and gate_combine with one; each matches eager bitwise."""
+    torch._dynamo.reset()
+    p = draw_clear_problem(gen, heads=4, kv_heads=2, layout="bshd", dtype=torch.bfloat16)
+    graphs = []
+
+    def step(q, k, v, gate):
+        return vsa.video_sparse_attn(q, k, v, p.vbs, p.q_vbs, p.topk, gate=gate, layout="bshd")
+
+    compiled = torch.compile(step, fullgraph=True, backend=_graph_recorder(graphs))
+    q = p.q.clone().requires_grad_(grad)
+    with torch.set_grad_enabled(grad):
+        got, want = compiled(q, p.k, p.v, p.gate), step(q, p.k, p.v, p.gate)
+    assert torch.equal(got.detach(), want.detach())
+    assert len(graphs) == 1
+    assert ("fine_stage_gated" in graphs[0]) != grad
+    assert ("gate_combine" in graphs[0]) == grad
     torch._dynamo.reset()
 
 

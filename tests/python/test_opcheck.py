@@ -129,6 +129,13 @@ def gate_combine_backward_samples(gen, device):
         yield (torch.randn(p.q.shape, generator=gen).to(p.q), _coarse_of(p), p.gate, p.layout)
 
 
+def fine_stage_gated_samples(gen, device):
+    for p in _layer_problems(gen, device):
+        means = [torch.ops.vsa.block_mean(t, vbs, p.layout) for t, vbs in ((p.q, p.q_vbs), (p.k, p.vbs), (p.v, p.vbs))]
+        coarse, q2k_idx, q2k_num = torch.ops.vsa.coarse_stage(*means, p.vbs, p.topk, 0.0)
+        yield (p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, coarse, p.gate, 0.0, p.layout)
+
+
 SAMPLES = {
     "forward": forward_samples,
     "backward": backward_samples,
@@ -141,6 +148,7 @@ SAMPLES = {
     "coarse_stage": coarse_stage_samples,
     "gate_combine": gate_combine_samples,
     "gate_combine_backward": gate_combine_backward_samples,
+    "fine_stage_gated": fine_stage_gated_samples,
 }
 
 

@@ -19,7 +19,8 @@ STAGES = ("coarse", "selection", "fine", "combine", "other")
 # 'other' in between. results.json lists every kernel with the stage it got: update this table
 # from there when the layer's kernels change.
 STAGE_OF_NAME: tuple[tuple[str, str], ...] = (
-    (r"vsa::forward|vsa::cuda::sm\d+::fwd", "fine"),
+    # The inference path's fine op applies the gate combine in its epilogue: its time is fine's.
+    (r"vsa::forward|vsa::fine_stage_gated|vsa::cuda::sm\d+::fwd", "fine"),
     (r"topk|sort", "selection"),  # vsa's selection runs inside its coarse_stage kernel
     (r"block_mean|coarse|softmax|gemm|gemv|matmul|bmm|aten::mm\b|nvjet|cutlass|xmma", "coarse"),
     (r"combine|gate", "combine"),
