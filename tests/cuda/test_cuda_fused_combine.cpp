@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "attention_cases.hpp"
 #include "device_buffer.hpp"
@@ -97,6 +98,46 @@ TEST_P(CudaForwardGateCombineLists, UnevenListsAndPartialBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GatedOrNot, CudaForwardGateCombineLists, ::testing::Bool());
+
+// Addends the CUDA kernels cannot take, or that break the contract: refused
+// before any kernel runs, out and lse left as they were (poison).
+TEST(CudaForwardGateCombineRefused, BadAddendsWriteNothing) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.padded_rows = true;  // 8 spare elements after each row: a shifted stride stays in the buffer
+  const std::pair<const char*, ErrorKind> cases[] = {
+      {"gate rows not 16-byte aligned", ErrorKind::unsupported},
+      {"coarse not 16-byte aligned", ErrorKind::unsupported},
+      {"coarse on the host", ErrorKind::invalid_argument},
+      {"gate without coarse", ErrorKind::invalid_argument},
+  };
+  for (int n = 0; n < 4; ++n) {
+    SCOPED_TRACE(cases[n].first);
+    AttentionProblem problem(c, next_seed());
+    std::mt19937_64 rng(next_seed());
+    const CombineAddend addend = draw_combine_addend(problem, rng, true);
+    DeviceForward call(problem);
+    const DeviceMirror coarse(addend.coarse), gate(addend.gate);
+    call.params.coarse = coarse.ref();
+    call.params.gate = gate.ref();
+    if (n == 0) call.params.gate.stride[2] -= 1;
+    if (n == 1) call.params.coarse.data = static_cast<char*>(call.params.coarse.data) + 4;
+    if (n == 2) call.params.coarse = addend.coarse.ref();
+    if (n == 3) call.params.coarse = TensorRef{};
+    try {
+      forward(call.params);
+      ADD_FAILURE() << "no vsa::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), cases[n].second) << e.what();
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    call.copy_back();
+    EXPECT_TRUE(problem.out.untouched()) << "out written by a refused call";
+    EXPECT_TRUE(problem.lse.untouched()) << "lse written by a refused call";
+  }
+}
 
 std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<AttentionCase, bool>>& info) {
   return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_gated" : "_no_gate");
