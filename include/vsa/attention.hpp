@@ -42,6 +42,7 @@ struct ForwardParams {
   TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D
   TensorRef lse;         // [B, H, Sq] fp32; may be undefined when need_lse is false
   bool need_lse = true;
+  void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU
   // Optional epilogue addend, the VSA layer's gate combine fused into the
   // write of `out` (vsa/layer.hpp, gate_combine). When coarse is defined,
   //   out[b, h, t, :] = round(fmaf(coarse[b, h, t / blk, :], gate[b, h, t, :], fine))
@@ -50,7 +51,6 @@ struct ForwardParams {
   // lse stays the attention's. gate without coarse is an error.
   TensorRef coarse;  // [B, H, NQ, D] fp32, contiguous; or undefined
   TensorRef gate;    // optional with coarse: out's rules (q's shape, layout and dtype)
-  void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU
 };
 
 // Each backend builds the KV->Q lists it needs from the validated q2k lists
