@@ -16,8 +16,9 @@ Four stages, each a function a benchmark can time on its own:
 When no gradient is needed (grad mode off, or none of q, k, v, gate requires
 one) video_sparse_attn runs the last two as one: the fine kernel applies the
 gate combine in its epilogue (fine_stage_gated), with the same bits and one
-pass over the output fewer. Training keeps the separate stages, whose
-backward needs fine's inputs saved by the two ops (docs/layer.md).
+pass over the output fewer. Training keeps the separate stages: the fine
+stage's backward reads the attention's own output and lse, which the fused
+kernel never writes (docs/layer.md).
 
 Selection (docs/layer.md): scores are float32 FMA chains of float32 means in
 one fixed order, identical on every backend, so the same inputs select the

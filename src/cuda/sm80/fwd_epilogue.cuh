@@ -18,8 +18,6 @@
 
 namespace vsa::cuda::sm80 {
 
-// `stage` is the CTA's shared Q tile: each warp stages its output rows over
-// its own Q rows, which no other warp reads, so no CTA barrier is needed.
 // Chunk `chunk` (8 elements) of staged output row `row` with the gate
 // combine applied: the rounded attention, plus the CTA's coarse row times the
 // row's gate (1 without a gate), rounded once more.
@@ -35,6 +33,8 @@ __device__ __forceinline__ void store_combined_chunk(const Elem* staged, const C
   layer::store8(dst.out + row * dst.out_row_stride + 8 * chunk, fine);
 }
 
+// `stage` is the CTA's shared Q tile: each warp stages its output rows over
+// its own Q rows, which no other warp reads, so no CTA barrier is needed.
 template <class Elem, int kHeadDim, int kRowTiles>
 __device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles>& c, Elem* stage,
                              const CtaOutputs<Elem>& dst) {
