@@ -125,7 +125,8 @@ fi
 
 if want profile-layer; then
   # Where the layer's time outside the fine kernel goes (docs/kernel-notes.md,
-  # "VSA layer"): one Wan 480p layer forward, its five kernels of its own.
+  # "VSA layer"): one Wan 480p layer forward, its four kernels of its own (no
+  # gradient: the gate combine runs in the fine kernel's epilogue, docs/layer.md).
   note "profile-layer: ncu on block_mean, coarse_stage and gate_combine, Wan 480p"
   layer_once='import torch, vsa
 meta = vsa.build_vsa_metadata((21, 30, 52), device="cuda")
@@ -137,7 +138,7 @@ for _ in range(2):
     vsa.video_sparse_attn(q, k, v, vbs, vbs, 63, gate=gate)
 torch.cuda.synchronize()'
   ncu --clock-control none -k "regex:block_mean_kernel|coarse_stage_kernel|gate_combine_kernel" \
-    --launch-skip 5 --launch-count 5 --set full --import-source yes -o "$OUT/layer" \
+    --launch-skip 4 --launch-count 4 --set full --import-source yes -o "$OUT/layer" \
     python3 -c "$layer_once" > "$OUT/profile-layer.log" 2>&1 || { note "profile-layer FAILED"; status=1; }
   ncu --import "$OUT/layer.ncu-rep" --print-summary per-kernel >> "$OUT/profile-layer.log" 2>&1
   ncu --import "$OUT/layer.ncu-rep" --page details >> "$OUT/profile-layer.log" 2>&1
