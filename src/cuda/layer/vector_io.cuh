@@ -11,8 +11,7 @@
 namespace vsa::cuda::layer {
 
 template <class Elem>
-__device__ __forceinline__ void load8(const Elem* src, float (&out)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
   const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -20,6 +19,11 @@ __device__ __forceinline__ void load8(const Elem* src, float (&out)[8]) {
     out[2 * i] = pair.x;
     out[2 * i + 1] = pair.y;
   }
+}
+
+template <class Elem>
+__device__ __forceinline__ void load8(const Elem* src, float (&out)[8]) {
+  unpack8<Elem>(*reinterpret_cast<const uint4*>(src), out);
 }
 
 template <class Elem>

@@ -18,19 +18,50 @@
 
 namespace vsa::cuda::sm80 {
 
-// Chunk `chunk` (8 elements) of staged output row `row` with the gate
-// combine applied: the rounded attention, plus the CTA's coarse row times the
-// row's gate (1 without a gate), rounded once more.
-template <class Elem>
-__device__ __forceinline__ void store_combined_chunk(const Elem* staged, const CtaOutputs<Elem>& dst, int row,
-                                                     int chunk) {
-  float fine[8], coarse[8], gate[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
-  layer::load8(staged, fine);
-  layer::load8(dst.coarse + 8 * chunk, coarse);
-  if (dst.gate != nullptr) layer::load8(dst.gate + row * dst.gate_row_stride + 8 * chunk, gate);
+// Asks L2 for the CTA's gate rows at the start of the kernel, so the
+// epilogue's gate loads hit L2 instead of waiting on memory at the end of
+// the CTA (where nothing of this CTA is left to overlap them). Without the
+// fused combine (or without a gate) it does nothing.
+template <class Elem, int kHeadDim, int kCtaRows>
+__device__ __forceinline__ void prefetch_gate_rows(const FwdKernelParams& p, const QueryScheduler<kCtaRows>& sched) {
+  if (p.coarse == nullptr || p.gate == nullptr) return;
+  const CtaOutputs<Elem> dst = cta_outputs<Elem, kHeadDim>(p, sched);
+  constexpr int kLineElems = 128 / static_cast<int>(sizeof(Elem));  // one 128-byte L2 line
+  constexpr int kLines = kHeadDim / kLineElems;                      // per gate row: 1 or 2
+  for (int i = static_cast<int>(threadIdx.x); i < kCtaRows * kLines; i += static_cast<int>(blockDim.x))
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(dst.gate + (i / kLines) * dst.gate_row_stride +
+                                                   (i % kLines) * kLineElems));
+}
+
+// The copy-out of a warp's staged rows with the gate combine applied: each
+// 16-byte chunk is the rounded attention plus the CTA's coarse row times the
+// row's gate (1 without a gate), rounded once more. Every gate chunk of the
+// lane is loaded before the first store: out may alias gate as far as the
+// compiler knows, so loads between stores would each wait a full memory
+// round trip.
+template <class Elem, class Tile, int kLaneChunks>
+__device__ __forceinline__ void store_combined_rows(const Elem* stage, int row0, int lane,
+                                                    const CtaOutputs<Elem>& dst) {
+  const int chunk = lane % Tile::kChunks;  // the same chunk on every pass: 32 lanes cover whole rows
+  const auto row_of = [&](int k) { return row0 + (lane + 32 * k) / Tile::kChunks; };
+  uint4 gate_raw[kLaneChunks];
+  if (dst.gate != nullptr) {
 #pragma unroll
-  for (int e = 0; e < 8; ++e) fine[e] = detail::combine_step(fine[e], coarse[e], gate[e]);
-  layer::store8(dst.out + row * dst.out_row_stride + 8 * chunk, fine);
+    for (int k = 0; k < kLaneChunks; ++k)
+      gate_raw[k] = __ldg(reinterpret_cast<const uint4*>(dst.gate + row_of(k) * dst.gate_row_stride + 8 * chunk));
+  }
+  float coarse[8];
+  layer::load8(dst.coarse + 8 * chunk, coarse);
+#pragma unroll
+  for (int k = 0; k < kLaneChunks; ++k) {
+    const int row = row_of(k);
+    float fine[8], gate[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    layer::load8(stage + Tile::offset(row, chunk), fine);
+    if (dst.gate != nullptr) layer::unpack8<Elem>(gate_raw[k], gate);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) fine[e] = detail::combine_step(fine[e], coarse[e], gate[e]);
+    layer::store8(dst.out + row * dst.out_row_stride + 8 * chunk, fine);
+  }
 }
 
 // `stage` is the CTA's shared Q tile: each warp stages its output rows over
@@ -64,15 +95,19 @@ __device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles>& c, El
     }
   }
   __syncwarp();
+  constexpr int kLaneChunks = Consumer::kWarpRows * Tile::kChunks / 32;
+  static_assert(Consumer::kWarpRows * Tile::kChunks % 32 == 0 && 32 % Tile::kChunks == 0,
+                "a warp's lanes cover whole staged rows");
+  if (dst.coarse != nullptr) {
+    store_combined_rows<Elem, Tile, kLaneChunks>(stage, row0, lane, dst);
+  } else {
 #pragma unroll
-  for (int i = lane; i < Consumer::kWarpRows * Tile::kChunks; i += 32) {
-    const int row = row0 + i / Tile::kChunks;
-    const int chunk = i % Tile::kChunks;
-    if (dst.coarse != nullptr)
-      store_combined_chunk(stage + Tile::offset(row, chunk), dst, row, chunk);
-    else
+    for (int i = lane; i < Consumer::kWarpRows * Tile::kChunks; i += 32) {
+      const int row = row0 + i / Tile::kChunks;
+      const int chunk = i % Tile::kChunks;
       *reinterpret_cast<uint4*>(dst.out + row * dst.out_row_stride + chunk * 8) =
           *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk));
+    }
   }
   if (dst.lse != nullptr && lane % 4 == 0) {
 #pragma unroll

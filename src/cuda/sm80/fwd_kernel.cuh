@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
   Elem* const sv = sk + Tile::kElems;
 
   const QueryScheduler<kCtaRows> sched(p);
+  prefetch_gate_rows<Elem, kHeadDim>(p, sched);  // read by the epilogue
   const auto [q, k, v] = cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 

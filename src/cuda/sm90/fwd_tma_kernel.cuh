@@ -88,6 +88,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   const bool producer = threadIdx.x == 0;
 
   const QueryScheduler<kTileRows> sched(p);
+  sm80::prefetch_gate_rows<Elem, kHeadDim>(p, sched);  // read by the epilogue
   const int num_tiles = sched.num_tiles();
   const int batch = sched.batch(), kv_head = sched.kv_head();
 
