@@ -39,16 +39,24 @@ AttentionInputs attention_inputs(const Array& q, const Array& k, const Array& v,
   return in;
 }
 
+// What both forward entries share: the inputs, out and the stream.
+ForwardParams forward_params(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
+                             const InArray& q2k_num, const InArray& variable_block_sizes, const OutArray& out,
+                             const std::string& layout, float scale, std::uintptr_t stream) {
+  ForwardParams p;
+  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+  p.out = to_tensor_ref(out, "out");
+  p.stream = as_stream(stream);
+  return p;
+}
+
 void run_forward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
                  const InArray& q2k_num, const InArray& variable_block_sizes, const OutArray& out,
                  const std::optional<OutArray>& lse, const std::string& layout, float scale,
                  bool need_lse, std::uintptr_t stream) {
-  ForwardParams p;
-  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
-  p.out = to_tensor_ref(out, "out");
+  ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, layout, scale, stream);
   p.lse = to_tensor_ref(lse, "lse");
   p.need_lse = need_lse;
-  p.stream = as_stream(stream);
   nb::gil_scoped_release no_gil;
   forward(p);
 }
@@ -59,13 +67,10 @@ void run_fine_stage_gated(const InArray& q, const InArray& k, const InArray& v,
                           const InArray& variable_block_sizes, const InArray& coarse,
                           const std::optional<InArray>& gate, const OutArray& out,
                           const std::string& layout, float scale, std::uintptr_t stream) {
-  ForwardParams p;
-  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
-  p.out = to_tensor_ref(out, "out");
+  ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, layout, scale, stream);
   p.need_lse = false;
   p.coarse = to_tensor_ref(coarse, "coarse");
   p.gate = to_tensor_ref(gate, "gate");
-  p.stream = as_stream(stream);
   nb::gil_scoped_release no_gil;
   forward(p);
 }

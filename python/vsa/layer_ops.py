@@ -202,8 +202,7 @@ def _gate_combine_grad(ctx, dout):
 _gate_combine.register_autograd(_gate_combine_grad, setup_context=_gate_combine_setup)
 
 
-
-# ---- fine stage with the gate combine fused in ------------------------------------------------------
+# ---- fine stage with the gate combine fused in ----------------------------------------------------
 
 
 @torch.library.custom_op("vsa::fine_stage_gated", mutates_args=())
