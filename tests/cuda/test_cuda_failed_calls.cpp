@@ -11,6 +11,7 @@
 #include <string>
 
 #include "device_buffer.hpp"
+#include "scoped_env.hpp"
 
 namespace vsa::test {
 namespace {
@@ -80,14 +81,8 @@ TEST_F(CudaFailedCall, ForwardTheKernelsCannotRunWritesNothing) {
 }
 
 TEST_F(CudaFailedCall, ForwardWithAnUnknownKernelOverrideWritesNothing) {
-  const char* before = std::getenv("VSA_CUDA_KERNEL");
-  const std::string saved = before ? before : "";
-  setenv("VSA_CUDA_KERNEL", "sm75", 1);
+  const ScopedEnv kernel("VSA_CUDA_KERNEL", "sm75");
   expect_forward_refused("VSA_CUDA_KERNEL=sm75", [](ForwardParams&) {});
-  if (before)
-    setenv("VSA_CUDA_KERNEL", saved.c_str(), 1);
-  else
-    unsetenv("VSA_CUDA_KERNEL");
 }
 
 TEST_F(CudaFailedCall, BackwardWithBadTensorsWritesNothing) {

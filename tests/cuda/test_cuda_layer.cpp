@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "device_buffer.hpp"
+#include "scoped_env.hpp"
 #include "support/layer_problem.hpp"
 
 namespace vsa::test {
@@ -138,22 +139,6 @@ std::vector<CoarseCase> coarse_cases() {
   };
 }
 
-// VSA_COARSE_ROWS set for the lifetime of the object (nothing when null).
-class ScopedRowsOverride {
- public:
-  explicit ScopedRowsOverride(const char* rows) : set_(rows != nullptr) {
-    if (set_) setenv("VSA_COARSE_ROWS", rows, 1);
-  }
-  ScopedRowsOverride(const ScopedRowsOverride&) = delete;
-  ScopedRowsOverride& operator=(const ScopedRowsOverride&) = delete;
-  ~ScopedRowsOverride() {
-    if (set_) unsetenv("VSA_COARSE_ROWS");
-  }
-
- private:
-  bool set_;
-};
-
 class CudaCoarseStage : public ::testing::TestWithParam<CoarseCase> {
  protected:
   void SetUp() override {
@@ -186,7 +171,7 @@ TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
 
   coarse_stage({q.ref(), k.ref(), v.ref(), vbs.ref(), 0.0f, cpu_out.ref(), cpu_idx.ref(), cpu_num.ref(), nullptr});
   {
-    const ScopedRowsOverride rows(c.rows);
+    const ScopedEnv rows("VSA_COARSE_ROWS", c.rows);  // null: the default choice
     on_device({&q, &k, &v, &vbs, &gpu_out, &gpu_idx, &gpu_num}, [&](const std::vector<TensorRef>& r) {
       coarse_stage({r[0], r[1], r[2], r[3], 0.0f, r[4], r[5], r[6], nullptr});
     });

@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
+#include "scoped_env.hpp"
 #include "vsa/attention.hpp"
 #include "vsa/error.hpp"
 
@@ -17,23 +18,10 @@ namespace {
 // sm80, for a run of the whole binary on the portable kernels) comes back after.
 class KernelChoice : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* value = std::getenv("VSA_CUDA_KERNEL");
-    had_value_ = value != nullptr;
-    if (had_value_) saved_ = value;
-    unsetenv("VSA_CUDA_KERNEL");
-  }
-  void TearDown() override {
-    if (had_value_)
-      setenv("VSA_CUDA_KERNEL", saved_.c_str(), 1);
-    else
-      unsetenv("VSA_CUDA_KERNEL");
-  }
   static bool built_with_sm90a() { return archs().find("90a") != std::string::npos; }
 
  private:
-  bool had_value_ = false;
-  std::string saved_;
+  test::ScopedEnv kernel_{"VSA_CUDA_KERNEL", nullptr};
 };
 
 TEST_F(KernelChoice, HopperGetsTheHopperKernelWhenBuiltForIt) {
