@@ -40,8 +40,9 @@ struct AttentionInputs {
   // (the VSA layer's partial tiles, where the sequence was padded to whole
   // blocks). A padding row's out row is exactly 0 (with the fused combine:
   // 0 + coarse · gate) and its lse is kEmptyRowLse; in the backward its dq
-  // row is exactly 0 and it adds nothing to dk or dv, whatever q, out, lse
-  // and dout hold in that row. Real rows get what they get without it, to
+  // row is exactly 0 and it adds nothing to dk or dv, whatever out and lse
+  // hold in that row and whatever finite values q and dout hold there (the
+  // CUDA backward multiplies those by zero: NaN or inf would leak). Real rows get what they get without it, to
   // rounding (on the CPU the products run over fewer rows, and OpenBLAS rounds
   // a product's edge rows differently; the GPU kernels run the same tiles).
   // The CPU backend does no work for padding rows.

@@ -47,12 +47,12 @@ TEST(Backward, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
 }
 
-// Padding query rows hold NaN in q, out, lse and dout (backward_params): a
-// row that reached dk or dv would make them NaN, which
-// expect_backward_matches refuses; their dq rows are exactly zero; and the
-// real rows' dq is what the call without q_variable_block_sizes gives them
-// (whose dk and dv the NaN rows then spoil), to the rounding of the products'
-// edge rows (forward_test.cpp, QueryPaddingLeavesRealRowsUnchanged).
+// Padding query rows hold NaN in out and lse and 512 times their drawn
+// values in q and dout (backward_params): a row that reached dk or dv would
+// show in the comparison with the reference; their dq rows are exactly zero;
+// and the real rows' dq is what the call without q_variable_block_sizes gives
+// them (whose dk and dv the padding rows then spoil), to the rounding of the
+// products' edge rows (forward_test.cpp, QueryPaddingLeavesRealRowsUnchanged).
 TEST(Backward, QueryPaddingRowsGetZeroDqAndAddNothing) {
   AttentionCase c;
   c.q_padding = true;

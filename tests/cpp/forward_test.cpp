@@ -105,7 +105,7 @@ TEST(Forward, QueryPaddingLeavesRealRowsUnchanged) {
     problem.expect_forward_matches();
     const HostTensor out = problem.out, lse = problem.lse;
     ForwardParams p = problem.forward_params();
-    p.in.q_variable_block_sizes = TensorRef{};  // every row real (the padding rows' q is NaN)
+    p.in.q_variable_block_sizes = TensorRef{};  // every row real (the padding rows' q is garbage)
     vsa::forward(p);
     std::vector<double> with_out, without_out, with_lse, without_lse;
     for (std::int64_t h = 0; h < c.heads; ++h)

@@ -25,7 +25,8 @@ struct AttentionCase {
   bool padded_rows = false;  // q/k/v/outputs as non-contiguous views with gaps between rows
   bool duplicates = false;   // lists may name a block more than once
   // q_variable_block_sizes given, cutting the query blocks at the boundaries
-  // of query_row_cuts() in turn; the q rows past a cut are NaN.
+  // of query_row_cuts() in turn; the q rows past a cut hold finite garbage
+  // (512 times the values drawn), as the contract allows.
   bool q_padding = false;
   DType q_vbs_dtype = DType::i32;
   float scale = 0.0f;        // 0: the default 1/sqrt(D)
@@ -55,7 +56,7 @@ class AttentionProblem {
   // Also refills the block's keys and values (NaN past `valid`).
   void set_vbs(std::int64_t block, std::int64_t valid);
   // q_variable_block_sizes[block] = real (q_padding cases only); refills the
-  // block's q rows (NaN past `real`).
+  // block's q rows (garbage past `real`).
   void set_q_vbs(std::int64_t block, std::int64_t real);
   // Whether row `seq` of the query sequence is padding (past its block's q_vbs).
   bool padding_row(std::int64_t seq) const;
@@ -65,7 +66,8 @@ class AttentionProblem {
   ForwardParams forward_params(bool need_lse = true);
   // dout random; out and lse taken from the reference forward (rounded to
   // the dtype), so the backward is checked independently of the forward.
-  // Padding query rows get NaN in out, lse and dout: nothing may read them.
+  // Padding query rows get NaN in out and lse, which nothing may read, and
+  // finite garbage in dout (512 times the values drawn).
   BackwardParams backward_params();
 
   ReferenceProblem reference() const;
@@ -89,7 +91,7 @@ class AttentionProblem {
   // Block j's keys and values: the random values below vbs[j], the poison
   // (NaN) past it, where no backend may let them reach a result.
   void fill_kv_block(std::int64_t j);
-  // Query block i's rows: the drawn values below q_vbs[i], NaN past it.
+  // Query block i's rows: the drawn values below q_vbs[i], garbage past it.
   void fill_q_block(std::int64_t i);
   // The element indices of row `seq` (all heads, batches and D) of a
   // q-shaped tensor.
