@@ -2,6 +2,18 @@
 
 namespace vsa::test {
 
+AttentionCase query_padding_case(DType dtype, Layout layout) {
+  AttentionCase c;
+  c.dtype = dtype;
+  c.layout = layout;
+  c.q_padding = true;
+  c.num_q_blocks = 7;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.max_kv = 4;
+  return c;
+}
+
 std::vector<AttentionCase> attention_cases() {
   std::vector<AttentionCase> cases;
   auto add = [&](const char* name, auto&& edit) {

@@ -54,12 +54,7 @@ TEST(Backward, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
 // them (whose dk and dv the padding rows then spoil), to the rounding of the
 // products' edge rows (forward_test.cpp, QueryPaddingLeavesRealRowsUnchanged).
 TEST(Backward, QueryPaddingRowsGetZeroDqAndAddNothing) {
-  AttentionCase c;
-  c.q_padding = true;
-  c.num_q_blocks = 7;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.max_kv = 4;
+  const AttentionCase c = query_padding_case(DType::f32);
   AttentionProblem problem(c, next_seed());
   BackwardParams p = problem.backward_params();
   vsa::backward(p);

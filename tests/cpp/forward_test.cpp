@@ -96,10 +96,7 @@ TEST(Forward, DuplicateBlockCountsTwice) {
 // (past its kernel's unroll) differently from the rows of a whole tile.
 TEST(Forward, QueryPaddingLeavesRealRowsUnchanged) {
   for (DType dtype : {DType::f32, DType::bf16}) {
-    AttentionCase c = small_case();
-    c.q_padding = true;
-    c.num_q_blocks = 7;
-    c.dtype = dtype;
+    const AttentionCase c = query_padding_case(dtype);
     AttentionProblem problem(c, next_seed());
     vsa::forward(problem.forward_params());
     problem.expect_forward_matches();

@@ -125,14 +125,7 @@ TEST_P(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
 TEST_P(CudaBackwardEdges, QueryPaddingRowsGetZeroDq) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   for (Layout layout : {Layout::bhsd, Layout::bshd}) {
-    AttentionCase c;
-    c.dtype = DType::bf16;
-    c.layout = layout;
-    c.q_padding = true;
-    c.num_q_blocks = 7;
-    c.heads = 4;
-    c.kv_heads = 2;
-    c.max_kv = 4;
+    const AttentionCase c = query_padding_case(DType::bf16, layout);
     AttentionProblem problem(c, next_seed());
     expect_gpu_backward_matches(problem, GetParam());
     std::int64_t padding_rows = 0;
