@@ -25,7 +25,8 @@ namespace {
 template <class Array>
 AttentionInputs attention_inputs(const Array& q, const Array& k, const Array& v,
                                  const Array& q2k_idx, const Array& q2k_num,
-                                 const Array& variable_block_sizes, const std::string& layout,
+                                 const Array& variable_block_sizes,
+                                 const std::optional<Array>& q_variable_block_sizes, const std::string& layout,
                                  float scale) {
   AttentionInputs in;
   in.q = to_tensor_ref(q, "q");
@@ -34,6 +35,7 @@ AttentionInputs attention_inputs(const Array& q, const Array& k, const Array& v,
   in.q2k_idx = to_tensor_ref(q2k_idx, "q2k_idx");
   in.q2k_num = to_tensor_ref(q2k_num, "q2k_num");
   in.variable_block_sizes = to_tensor_ref(variable_block_sizes, "variable_block_sizes");
+  if (q_variable_block_sizes) in.q_variable_block_sizes = to_tensor_ref(*q_variable_block_sizes, "q_variable_block_sizes");
   in.layout = to_layout(layout);
   in.scale = scale;
   return in;
@@ -41,20 +43,23 @@ AttentionInputs attention_inputs(const Array& q, const Array& k, const Array& v,
 
 // What both forward entries share: the inputs, out and the stream.
 ForwardParams forward_params(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
-                             const InArray& q2k_num, const InArray& variable_block_sizes, const OutArray& out,
+                             const InArray& q2k_num, const InArray& variable_block_sizes,
+                             const std::optional<InArray>& q_variable_block_sizes, const OutArray& out,
                              const std::string& layout, float scale, std::uintptr_t stream) {
   ForwardParams p;
-  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, layout, scale);
   p.out = to_tensor_ref(out, "out");
   p.stream = as_stream(stream);
   return p;
 }
 
 void run_forward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
-                 const InArray& q2k_num, const InArray& variable_block_sizes, const OutArray& out,
+                 const InArray& q2k_num, const InArray& variable_block_sizes,
+                 const std::optional<InArray>& q_variable_block_sizes, const OutArray& out,
                  const std::optional<OutArray>& lse, const std::string& layout, float scale,
                  bool need_lse, std::uintptr_t stream) {
-  ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, layout, scale, stream);
+  ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
+                                   layout, scale, stream);
   p.lse = to_tensor_ref(lse, "lse");
   p.need_lse = need_lse;
   nb::gil_scoped_release no_gil;
@@ -64,10 +69,12 @@ void run_forward(const InArray& q, const InArray& k, const InArray& v, const InA
 // The forward with the VSA layer's gate combine in its epilogue (no lse).
 void run_fine_stage_gated(const InArray& q, const InArray& k, const InArray& v,
                           const InArray& q2k_idx, const InArray& q2k_num,
-                          const InArray& variable_block_sizes, const InArray& coarse,
+                          const InArray& variable_block_sizes,
+                          const std::optional<InArray>& q_variable_block_sizes, const InArray& coarse,
                           const std::optional<InArray>& gate, const OutArray& out,
                           const std::string& layout, float scale, std::uintptr_t stream) {
-  ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, layout, scale, stream);
+  ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
+                                   layout, scale, stream);
   p.need_lse = false;
   p.coarse = to_tensor_ref(coarse, "coarse");
   p.gate = to_tensor_ref(gate, "gate");
@@ -77,12 +84,13 @@ void run_fine_stage_gated(const InArray& q, const InArray& k, const InArray& v,
 
 BackwardParams backward_params(const InArray& q, const InArray& k, const InArray& v,
                                const InArray& q2k_idx, const InArray& q2k_num,
-                               const InArray& variable_block_sizes, const InArray& out,
+                               const InArray& variable_block_sizes,
+                               const std::optional<InArray>& q_variable_block_sizes, const InArray& out,
                                const InArray& lse, const InArray& dout, const OutArray& dq,
                                const OutArray& dk, const OutArray& dv,
                                const std::string& layout, float scale, bool deterministic) {
   BackwardParams p;
-  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+  p.in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, layout, scale);
   p.out = to_tensor_ref(out, "out");
   p.lse = to_tensor_ref(lse, "lse");
   p.dout = to_tensor_ref(dout, "dout");
@@ -94,13 +102,14 @@ BackwardParams backward_params(const InArray& q, const InArray& k, const InArray
 }
 
 void run_backward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
-                  const InArray& q2k_num, const InArray& variable_block_sizes, const InArray& out,
+                  const InArray& q2k_num, const InArray& variable_block_sizes,
+                  const std::optional<InArray>& q_variable_block_sizes, const InArray& out,
                   const InArray& lse, const InArray& dout, const std::optional<OutArray>& workspace,
                   const OutArray& dq, const OutArray& dk, const OutArray& dv,
                   const std::string& layout, float scale, bool deterministic,
                   std::uintptr_t stream) {
-  BackwardParams p = backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse,
-                                     dout, dq, dk, dv, layout, scale, deterministic);
+  BackwardParams p = backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
+                                     lse, dout, dq, dk, dv, layout, scale, deterministic);
   if (workspace) {
     p.workspace = workspace->data();
     p.workspace_bytes = workspace->nbytes();
@@ -112,12 +121,13 @@ void run_backward(const InArray& q, const InArray& k, const InArray& v, const In
 
 std::size_t workspace_bytes(const InArray& q, const InArray& k, const InArray& v,
                             const InArray& q2k_idx, const InArray& q2k_num,
-                            const InArray& variable_block_sizes, const InArray& out,
+                            const InArray& variable_block_sizes,
+                            const std::optional<InArray>& q_variable_block_sizes, const InArray& out,
                             const InArray& lse, const InArray& dout, const OutArray& dq,
                             const OutArray& dk, const OutArray& dv, const std::string& layout,
                             float scale, bool deterministic) {
-  return backward_workspace_bytes(backward_params(q, k, v, q2k_idx, q2k_num,
-                                                  variable_block_sizes, out, lse, dout, dq, dk, dv,
+  return backward_workspace_bytes(backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes,
+                                                  q_variable_block_sizes, out, lse, dout, dq, dk, dv,
                                                   layout, scale, deterministic));
 }
 
@@ -128,7 +138,8 @@ std::pair<bool, std::string> is_supported(const TensorSpec& q, const TensorSpec&
                                           const std::string& layout, float scale) {
   AttentionInputs in;
   try {
-    in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, layout, scale);
+    in = attention_inputs(q, k, v, q2k_idx, q2k_num, variable_block_sizes, std::optional<TensorSpec>{}, layout,
+                          scale);
   } catch (const Error& e) {
     return {false, e.what()};
   }
@@ -140,24 +151,25 @@ std::pair<bool, std::string> is_supported(const TensorSpec& q, const TensorSpec&
 
 void bind_attention(nb::module_& m) {
   m.def("forward", &run_forward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
-        "variable_block_sizes"_a, "out"_a, "lse"_a.none(), "layout"_a, "scale"_a, "need_lse"_a,
-        "stream"_a,
+        "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "out"_a, "lse"_a.none(), "layout"_a,
+        "scale"_a, "need_lse"_a, "stream"_a,
         "Block-sparse attention forward into the caller's `out` (q's shape) and `lse` "
         "([B, H, Sq] float32, base 2; may be None when need_lse is False). scale 0 means "
-        "1/sqrt(D).");
+        "1/sqrt(D). q_variable_block_sizes [NQ] (or None: every row real): rows past it are "
+        "padding, written as empty rows.");
   m.def("fine_stage_gated", &run_fine_stage_gated, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
-        "variable_block_sizes"_a, "coarse"_a, "gate"_a.none(), "out"_a, "layout"_a, "scale"_a,
-        "stream"_a,
+        "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "coarse"_a, "gate"_a.none(), "out"_a,
+        "layout"_a, "scale"_a, "stream"_a,
         "forward, then out = out + coarse (broadcast over each block's tokens) * gate (1 when "
         "None) in the same kernel: bitwise forward followed by gate_combine. No lse.");
   m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
-        "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "workspace"_a.none(), "dq"_a, "dk"_a,
-        "dv"_a, "layout"_a, "scale"_a, "deterministic"_a, "stream"_a,
+        "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "out"_a, "lse"_a, "dout"_a,
+        "workspace"_a.none(), "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a, "deterministic"_a, "stream"_a,
         "Gradients dq, dk, dv into the caller's arrays. `workspace` holds at least "
         "backward_workspace_bytes(...) bytes when that is nonzero.");
   m.def("backward_workspace_bytes", &workspace_bytes, "q"_a, "k"_a, "v"_a, "q2k_idx"_a,
-        "q2k_num"_a, "variable_block_sizes"_a, "out"_a, "lse"_a, "dout"_a, "dq"_a, "dk"_a, "dv"_a,
-        "layout"_a, "scale"_a, "deterministic"_a,
+        "q2k_num"_a, "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "out"_a, "lse"_a, "dout"_a,
+        "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a, "deterministic"_a,
         "Device scratch bytes that backward needs for these arrays.");
   m.def("supported", &is_supported, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "layout"_a, "scale"_a,

@@ -34,7 +34,7 @@ def main() -> None:
 
     device = torch.device(args.device)
     meta = vsa.build_vsa_metadata(tuple(args.latent), device=device)
-    vbs = meta.variable_block_sizes
+    vbs = meta.variable_block_sizes  # also the query blocks' (self-attention), as the layer passes it
     kv_heads = args.kv_heads or args.heads
     shape = (1, args.heads, meta.padded_length, args.head_dim)
     kv_shape = (1, kv_heads, meta.padded_length, args.head_dim)
@@ -46,7 +46,7 @@ def main() -> None:
         gate = None if args.no_gate else torch.rand(shape, device=device, dtype=torch.bfloat16)
         means = block_means(q, k, v, vbs, vbs)
         coarse, idx, num = coarse_stage(*means, vbs, args.topk)
-        fine = fine_stage(q, k, v, idx, num, vbs)
+        fine = fine_stage(q, k, v, idx, num, vbs, q_variable_block_sizes=vbs)
         sets.append(dict(q=q, k=k, v=v, gate=gate, means=means, coarse=coarse, idx=idx, num=num, fine=fine))
 
     def timed(fn) -> float:
@@ -66,14 +66,15 @@ def main() -> None:
         rows += [
             ("block means (q, k, v)", timed(lambda s: block_means(s["q"], s["k"], s["v"], vbs, vbs))),
             ("coarse stage", timed(lambda s: coarse_stage(*s["means"], vbs, args.topk))),
-            ("fine stage", timed(lambda s: fine_stage(s["q"], s["k"], s["v"], s["idx"], s["num"], vbs))),
+            ("fine stage", timed(lambda s: fine_stage(s["q"], s["k"], s["v"], s["idx"], s["num"], vbs, q_variable_block_sizes=vbs))),
             ("gate combine", timed(lambda s: gate_combine(s["fine"], s["coarse"], s["gate"]))),
             # What the layer forward runs without a gradient: the combine in the fine epilogue.
             ("fine stage + combine, fused", timed(lambda s: fine_stage_gated(
-                s["q"], s["k"], s["v"], s["idx"], s["num"], vbs, s["coarse"], s["gate"]))),
+                s["q"], s["k"], s["v"], s["idx"], s["num"], vbs, s["coarse"], s["gate"],
+                q_variable_block_sizes=vbs))),
             ("layer forward", timed(layer)),
         ]
-    fine_fb = timed(with_grad(lambda s: fine_stage(s["q"], s["k"], s["v"], s["idx"], s["num"], vbs)))
+    fine_fb = timed(with_grad(lambda s: fine_stage(s["q"], s["k"], s["v"], s["idx"], s["num"], vbs, q_variable_block_sizes=vbs)))
     layer_fb = timed(with_grad(layer))
     rows += [("fine stage forward + backward", fine_fb), ("layer forward + backward", layer_fb)]
 

@@ -4,6 +4,7 @@
 // and their gradients — lse is always [B, H, Sq]):
 //   q, out, dout, dq  [B, H, Sq, D]        k, v, dk, dv  [B, Hkv, Skv, D]
 //   q2k_idx [B, H, NQ, max_kv]  q2k_num [B, H, NQ]  variable_block_sizes [NK]
+//   q_variable_block_sizes [NQ] (optional)
 //   lse [B, H, Sq] fp32, base 2.
 // blk = Skv / NK (64 or 128); Sq must equal NQ * blk. H % Hkv == 0 (GQA).
 #pragma once
@@ -33,6 +34,19 @@ struct AttentionInputs {
   TensorRef q2k_idx;               // int32 or int64; only the first q2k_num entries are read
   TensorRef q2k_num;               // int32 or int64, values in [0, max_kv]
   TensorRef variable_block_sizes;  // int32 or int64, values in [0, blk]
+  // Optional (data null: every query row is real, the behaviour without it).
+  // [NQ], int32 or int64, values in [0, blk], contiguous, on q's device: rows
+  // at offset >= q_variable_block_sizes[i] inside query block i are padding
+  // (the VSA layer's partial tiles, where the sequence was padded to whole
+  // blocks). A padding row's out row is exactly 0 (with the fused combine:
+  // 0 + coarse · gate) and its lse is kEmptyRowLse; in the backward its dq
+  // row is exactly 0 and it adds nothing to dk or dv, whatever out and lse
+  // hold in that row and whatever finite values q and dout hold there (the
+  // CUDA backward multiplies those by zero: NaN or inf would leak). Real rows get what they get without it, to
+  // rounding (on the CPU the products run over fewer rows, and OpenBLAS rounds
+  // a product's edge rows differently; the GPU kernels run the same tiles).
+  // The CPU backend does no work for padding rows.
+  TensorRef q_variable_block_sizes;
   Layout layout = Layout::bhsd;
   float scale = 0.0f;  // softmax scale > 0; 0 means the default 1/sqrt(D)
 };

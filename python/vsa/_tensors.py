@@ -3,6 +3,8 @@ fewest copies that get there."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from vsa._args import invalid_argument
@@ -32,6 +34,16 @@ def index_tensor(t: torch.Tensor, name: str) -> torch.Tensor:
     if not _is_integer(t.dtype):
         raise invalid_argument(f"{name}.dtype", "an integer dtype", t.dtype)
     return t.to(index_dtype(t.dtype)).contiguous()
+
+
+def optional_index_tensor(t: Optional[torch.Tensor], name: str) -> Optional[torch.Tensor]:
+    """index_tensor for optional metadata (None stays None)."""
+    return None if t is None else index_tensor(t, name)
+
+
+def optional_tensors(**tensors: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The given tensors without the absent ones, for expect_same_device."""
+    return {name: t for name, t in tensors.items() if t is not None}
 
 
 def strides_need_copy(t: torch.Tensor) -> bool:

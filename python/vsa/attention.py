@@ -15,7 +15,8 @@ from torch import Tensor
 
 from vsa import _C
 from vsa._args import lse_shape, scale_argument
-from vsa._tensors import expect_same_device, index_tensor, kernel_ready
+from vsa._tensors import (expect_same_device, index_tensor, kernel_ready, optional_index_tensor,
+                          optional_tensors)
 from vsa.dispatch import launch
 from vsa.metadata import map_to_index
 
@@ -29,29 +30,30 @@ def _new_lse(q: Tensor, layout: str, need_lse: bool) -> Tensor:
 
 @torch.library.custom_op("vsa::forward", mutates_args=())
 def _forward(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
-             variable_block_sizes: Tensor, scale: float, need_lse: bool, layout: str,
-             deterministic: bool) -> tuple[Tensor, Tensor]:
+             variable_block_sizes: Tensor, q_variable_block_sizes: Optional[Tensor], scale: float,
+             need_lse: bool, layout: str, deterministic: bool) -> tuple[Tensor, Tensor]:
     # `deterministic` only travels to the backward (see _setup_context).
     q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
     out = q.new_empty(q.shape)
     lse = _new_lse(q, layout, need_lse)
-    launch(_C.forward, (q, k, v, q2k_idx, q2k_num, variable_block_sizes),
+    launch(_C.forward, (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes),
            (out, lse if need_lse else None), layout, scale, need_lse)
     return out, lse
 
 
 @_forward.register_fake
-def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, need_lse, layout,
-                  deterministic):
+def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, scale,
+                  need_lse, layout, deterministic):
     return q.new_empty(q.shape), _new_lse(q, layout, need_lse)
 
 
-def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout, dq, dk,
-                     dv, layout, scale, deterministic, stream):
+def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
+                     lse, dout, dq, dk, dv, layout, scale, deterministic, stream):
     """_C.backward with the device scratch it asks for, from torch's caching allocator
     (the core allocates nothing; on CUDA the scratch holds delta, the dq accumulator and
     the KV->Q lists)."""
-    arrays = (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout)
+    arrays = (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out, lse,
+              dout)
     size = _C.backward_workspace_bytes(*arrays, dq, dk, dv, layout, scale, deterministic)
     workspace = dq.new_empty(size, dtype=torch.uint8) if size else None
     _C.backward(*arrays, workspace, dq, dk, dv, layout, scale, deterministic, stream)
@@ -59,36 +61,40 @@ def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, 
 
 @torch.library.custom_op("vsa::backward", mutates_args=())
 def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-              q2k_idx: Tensor, q2k_num: Tensor, variable_block_sizes: Tensor, scale: float,
-              layout: str, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+              q2k_idx: Tensor, q2k_num: Tensor, variable_block_sizes: Tensor,
+              q_variable_block_sizes: Optional[Tensor], scale: float, layout: str,
+              deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
     dout, q, k, v, out = (kernel_ready(t) for t in (dout, q, k, v, out))
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-    launch(_backward_kernel, (q, k, v, q2k_idx, q2k_num, variable_block_sizes, out, lse, dout),
+    launch(_backward_kernel,
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out, lse, dout),
            (dq, dk, dv), layout, scale, deterministic)
     return dq, dk, dv
 
 
 @_backward.register_fake
-def _backward_fake(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes, scale, layout,
-                   deterministic):
+def _backward_fake(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes,
+                   q_variable_block_sizes, scale, layout, deterministic):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale, _need_lse, layout, deterministic = inputs
+    (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, scale, _need_lse, layout,
+     deterministic) = inputs
     out, lse = output
     # The backward computes no gradient through lse; marking it keeps a loss
     # that uses lse from getting a silently wrong gradient.
     ctx.mark_non_differentiable(lse)
-    ctx.save_for_backward(q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes)
+    ctx.save_for_backward(q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes,
+                          q_variable_block_sizes)
     ctx.scale, ctx.layout, ctx.deterministic = scale, layout, deterministic
 
 
 def _autograd_backward(ctx, dout, _dlse):
-    q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes = ctx.saved_tensors
+    q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes = ctx.saved_tensors
     dq, dk, dv = _backward(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes,
-                           ctx.scale, ctx.layout, ctx.deterministic)
-    return dq, dk, dv, None, None, None, None, None, None, None
+                           q_variable_block_sizes, ctx.scale, ctx.layout, ctx.deterministic)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
@@ -97,7 +103,9 @@ _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
 def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
                       variable_block_sizes: Tensor, *, scale: Optional[float] = None,
                       need_lse: bool = True, layout: str = "bhsd",
-                      deterministic: Optional[bool] = None) -> tuple[Tensor, Optional[Tensor]]:
+                      deterministic: Optional[bool] = None,
+                      q_variable_block_sizes: Optional[Tensor] = None
+                      ) -> tuple[Tensor, Optional[Tensor]]:
     """Every query block attends to its own list of KV blocks (DESIGN.md §1).
 
     q: [B, H, Sq, D] ("bhsd") or [B, Sq, H, D] ("bshd"); k, v: [B, Hkv, Skv, D]
@@ -107,17 +115,25 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     [B, H, Sq] float32 in base 2 (None when need_lse is False). lse is not
     differentiable; out is, on both backends.
 
+    q_variable_block_sizes [NQ] (any integer dtype, values in [0, blk]; None: every
+    query row is real): rows at offset >= q_variable_block_sizes[i] of query block i
+    are padding. Their out rows are 0 and their lse the empty-row sentinel; they get
+    zero dq and add nothing to dk/dv (their q and dout rows must be finite; out and
+    lse there may hold anything). The CPU backend skips them entirely.
+
     deterministic: whether the backward's dq must be bitwise repeatable (dk and dv
     always are). None follows torch.use_deterministic_algorithms. On CUDA the
     repeatable dq comes from a dQ pass that sums each row in list order instead of
     float atomics.
     """
     expect_same_device("q", q, k=k, v=v, q2k_idx=q2k_idx, q2k_num=q2k_num,
-                       variable_block_sizes=variable_block_sizes)
+                       variable_block_sizes=variable_block_sizes,
+                       **optional_tensors(q_variable_block_sizes=q_variable_block_sizes))
     # The backward reads lse, so it is computed whenever a gradient may be asked.
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     out, lse = _forward(q, k, v, index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
                         index_tensor(variable_block_sizes, "variable_block_sizes"),
+                        optional_index_tensor(q_variable_block_sizes, "q_variable_block_sizes"),
                         scale_argument(scale), bool(need_lse or needs_grad), layout,
                         torch.are_deterministic_algorithms_enabled() if deterministic is None
                         else bool(deterministic))

@@ -10,7 +10,8 @@ Four stages, each a function a benchmark can time on its own:
   each query block's tokens) and, from the same scores, each query block's
   top-k KV blocks as the sorted lists block_sparse_attn takes.
 - fine_stage: each query block attends, token by token, to its top-k blocks
-  (block_sparse_attn).
+  (block_sparse_attn); the query blocks' pad tokens (q_variable_block_sizes)
+  are left out, so their rows of the layer's output are coarse · gate alone.
 - gate_combine: fine + coarse · gate, one pass over the sequence.
 
 When no gradient is needed (grad mode off, or none of q, k, v, gate requires
@@ -35,7 +36,7 @@ import torch
 from torch import Tensor
 
 from vsa._args import LAYOUTS, invalid_argument, scale_argument
-from vsa._tensors import expect_same_device, index_tensor
+from vsa._tensors import expect_same_device, index_tensor, optional_index_tensor, optional_tensors
 from vsa.attention import block_sparse_attn
 from vsa.layer_ops import _block_mean, _coarse_stage, _fine_stage_gated, _gate_combine
 
@@ -62,10 +63,11 @@ def coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_
 
 def fine_stage(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
                variable_block_sizes: Tensor, *, scale: Optional[float] = None,
-               layout: str = "bhsd") -> Tensor:
-    """Block-sparse attention over the selected blocks (q's shape, layout and dtype)."""
+               layout: str = "bhsd", q_variable_block_sizes: Optional[Tensor] = None) -> Tensor:
+    """Block-sparse attention over the selected blocks (q's shape, layout and dtype); the
+    query rows past q_variable_block_sizes (when given) are zero and not computed."""
     out, _ = block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
-                               need_lse=False, layout=layout)
+                               need_lse=False, layout=layout, q_variable_block_sizes=q_variable_block_sizes)
     return out
 
 
@@ -80,12 +82,15 @@ def gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
 
 def fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
                      variable_block_sizes: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
-                     scale: Optional[float] = None, layout: str = "bhsd") -> Tensor:
+                     scale: Optional[float] = None, layout: str = "bhsd",
+                     q_variable_block_sizes: Optional[Tensor] = None) -> Tensor:
     """gate_combine(fine_stage(...), coarse, gate) in one kernel, bitwise the same; not
     differentiable (the layer uses it only when no gradient is needed)."""
+    expect_same_device("q", q, **optional_tensors(q_variable_block_sizes=q_variable_block_sizes))
     return _fine_stage_gated(q, k, v, index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
-                             index_tensor(variable_block_sizes, "variable_block_sizes"), coarse, gate,
-                             scale_argument(scale), layout)
+                             index_tensor(variable_block_sizes, "variable_block_sizes"),
+                             optional_index_tensor(q_variable_block_sizes, "q_variable_block_sizes"),
+                             coarse, gate, scale_argument(scale), layout)
 
 
 def _block_tokens(block_size: Union[int, tuple[int, int, int]]) -> int:
@@ -132,8 +137,7 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
     if layout not in LAYOUTS:
         raise invalid_argument("layout", "'bhsd' or 'bshd'", repr(layout))
     expect_same_device("q", q, k=k, v=v, variable_block_sizes=variable_block_sizes,
-                       q_variable_block_sizes=q_variable_block_sizes,
-                       **({} if gate is None else {"gate": gate}))
+                       q_variable_block_sizes=q_variable_block_sizes, **optional_tensors(gate=gate))
     vbs = index_tensor(variable_block_sizes, "variable_block_sizes")
     q_vbs = index_tensor(q_variable_block_sizes, "q_variable_block_sizes")
     _check_blocks(k, "k", vbs, "variable_block_sizes", block, layout)
@@ -144,9 +148,12 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
 
     q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)
     coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale=scale)
+    # The fine stage computes real query rows only: a pad token's output is coarse · gate.
     if _needs_grad(q, k, v, gate):
-        fine = fine_stage(q, k, v, q2k_idx, q2k_num, vbs, scale=scale, layout=layout)
+        fine = fine_stage(q, k, v, q2k_idx, q2k_num, vbs, scale=scale, layout=layout,
+                          q_variable_block_sizes=q_vbs)
         out = gate_combine(fine, coarse, gate, layout=layout)
     else:  # the same bits, one pass over the output fewer
-        out = fine_stage_gated(q, k, v, q2k_idx, q2k_num, vbs, coarse, gate, scale=scale, layout=layout)
+        out = fine_stage_gated(q, k, v, q2k_idx, q2k_num, vbs, coarse, gate, scale=scale, layout=layout,
+                               q_variable_block_sizes=q_vbs)
     return (out, q2k_idx, q2k_num) if return_lists else out

@@ -207,16 +207,18 @@ _gate_combine.register_autograd(_gate_combine_grad, setup_context=_gate_combine_
 
 @torch.library.custom_op("vsa::fine_stage_gated", mutates_args=())
 def _fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
-                      variable_block_sizes: Tensor, coarse: Tensor, gate: Optional[Tensor],
-                      scale: float, layout: str) -> Tensor:
+                      variable_block_sizes: Tensor, q_variable_block_sizes: Optional[Tensor],
+                      coarse: Tensor, gate: Optional[Tensor], scale: float, layout: str) -> Tensor:
     q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
     gate = None if gate is None else kernel_ready(gate)
     out = q.new_empty(q.shape)
-    launch(_C.fine_stage_gated, (q, k, v, q2k_idx, q2k_num, variable_block_sizes, coarse, gate), (out,),
+    launch(_C.fine_stage_gated,
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate), (out,),
            layout, scale)
     return out
 
 
 @_fine_stage_gated.register_fake
-def _fine_stage_gated_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, coarse, gate, scale, layout):
+def _fine_stage_gated_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse,
+                           gate, scale, layout):
     return q.new_empty(q.shape)

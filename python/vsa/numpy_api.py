@@ -28,16 +28,19 @@ def _unit_stride_rows(array: np.ndarray) -> np.ndarray:
 
 
 def numpy_forward(q, k, v, q2k_idx, q2k_num, variable_block_sizes, *, scale=None,
-                  need_lse=True, layout="bhsd"):
+                  need_lse=True, layout="bhsd", q_variable_block_sizes=None):
     """Block-sparse attention forward on numpy arrays: returns (out, lse | None).
 
     Same contract as vsa.block_sparse_attn: out has q's shape; lse is
-    [B, H, Sq] float32 in base 2.
+    [B, H, Sq] float32 in base 2; query rows past q_variable_block_sizes (when
+    given) are padding, written as empty rows.
     """
     q, k, v = (_unit_stride_rows(np.asarray(t)) for t in (q, k, v))
     out = np.empty(q.shape, dtype=q.dtype)
     lse = np.empty(lse_shape(q.shape, layout), dtype=np.float32) if need_lse else None
     _C.forward(q, k, v, _index_array(q2k_idx, "q2k_idx"), _index_array(q2k_num, "q2k_num"),
-               _index_array(variable_block_sizes, "variable_block_sizes"), out, lse, layout,
-               scale_argument(scale), bool(need_lse), 0)
+               _index_array(variable_block_sizes, "variable_block_sizes"),
+               None if q_variable_block_sizes is None
+               else _index_array(q_variable_block_sizes, "q_variable_block_sizes"),
+               out, lse, layout, scale_argument(scale), bool(need_lse), 0)
     return out, lse

@@ -182,6 +182,16 @@ ProblemShape check_inputs(const AttentionInputs& in) {
     fail("q.shape", "Sq a multiple of the block size " + str(s.block), "Sq = " + str(s.seq_q));
   s.num_q_blocks = s.seq_q / s.block;
 
+  const TensorRef& q_vbs = in.q_variable_block_sizes;
+  if (q_vbs.defined()) {
+    expect_same_device(q_vbs, "q_variable_block_sizes", in.q);
+    expect_rank(q_vbs, "q_variable_block_sizes", 1);
+    expect_addressable(q_vbs, "q_variable_block_sizes");
+    expect_int_dtype(q_vbs, "q_variable_block_sizes");
+    expect_shape(q_vbs, "q_variable_block_sizes", {s.num_q_blocks});
+    expect_contiguous(q_vbs, "q_variable_block_sizes");
+  }
+
   const TensorRef& idx = in.q2k_idx;
   expect_defined(idx, "q2k_idx");
   expect_same_device(idx, "q2k_idx", in.q);
@@ -264,6 +274,13 @@ void check_metadata_values(const AttentionInputs& in, const ProblemShape& s) {
     if (n < 0 || n > s.block)
       fail("variable_block_sizes", "values in [0, blk = " + str(s.block) + "]",
            str(n) + " at block " + str(j));
+  }
+  if (!in.q_variable_block_sizes.defined()) return;
+  for (std::int64_t i = 0; i < s.num_q_blocks; ++i) {
+    const std::int64_t n = load_int(in.q_variable_block_sizes, i);
+    if (n < 0 || n > s.block)
+      fail("q_variable_block_sizes", "values in [0, blk = " + str(s.block) + "]",
+           str(n) + " at query block " + str(i));
   }
 }
 

@@ -39,7 +39,8 @@ void check_forward_outputs(const ForwardParams& p, const ProblemShape& s);
 void check_backward_tensors(const BackwardParams& p, const ProblemShape& s);
 
 // Reads the host-resident metadata: counts in [0, max_kv], the first count
-// indices of each row in [0, NK), vbs in [0, blk].
+// indices of each row in [0, NK), vbs (and q_variable_block_sizes when given)
+// in [0, blk].
 void check_metadata_values(const AttentionInputs& in, const ProblemShape& s);
 // The list part of that check, for contiguous host lists idx [..., max_kv]
 // and num [...] with idx.numel() == num.numel() * max_kv.

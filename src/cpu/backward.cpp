@@ -9,7 +9,9 @@
 // each kv row has one writer and nothing is computed twice. Every sum runs in
 // a fixed order (chunks, then query blocks, then list entries), whatever the
 // thread count. Every product is a single-threaded matmul on the item's
-// thread.
+// thread. Padding query rows (q_variable_block_sizes) enter no product: their
+// dq rows are written as zeros, and they add nothing to dk or dv. Padding query rows (q_variable_block_sizes) enter no product: their
+// dq rows are written as zeros, and they add nothing to dk or dv.
 #include <algorithm>
 #include <span>
 #include <vector>
@@ -24,9 +26,10 @@ namespace vsa::cpu {
 namespace {
 
 // Where a query block's P and dS live in the chunk's storage: [rows, count]
-// matrices (count = the valid keys its list names) at `offset`.
+// matrices (rows = its real query rows, count = the valid keys its list
+// names) at `offset`.
 struct StoredScores {
-  std::int64_t offset = 0, count = 0;
+  std::int64_t offset = 0, rows = 0, count = 0;
 };
 
 // One listed kv block's columns inside a query block's stored matrices.
@@ -103,9 +106,10 @@ class BackwardPass {
           std::int64_t end = begin, floats = 0;
           while (end < items) {
             const std::int64_t count = listed_keys(first_item + end);
-            if (end > begin && floats + 2 * rows_ * count > store_floats_) break;
-            stored[end] = StoredScores{floats / 2, count};
-            floats += 2 * rows_ * count;
+            const std::int64_t rows = real_query_rows(p_.in, s_, query_block(first_item + end, s_));
+            if (end > begin && floats + 2 * rows * count > store_floats_) break;
+            stored[end] = StoredScores{floats / 2, rows, count};
+            floats += 2 * rows * count;
             ++end;
           }
           float* p_store = caller.call_scores.get(floats);
@@ -137,38 +141,39 @@ class BackwardPass {
   }
 
   // One query block: delta, then P and dS = P ∘ (dP − delta) into the store
-  // ([rows, count] each), then dq = scale · dS · K.
+  // ([at.rows, count] each), then dq = scale · dS · K; the dq rows of padding
+  // rows (at.rows on) are zero.
   void compute_dq(std::int64_t item, const StoredScores& at, float* p_store, float* ds_store) const {
     Scratch& scratch = thread_scratch();
     const QueryBlock qb = query_block(item, s_);
-    const std::int64_t first = qb.index * rows_;
-    const float* lse = lse_ + (qb.batch * s_.heads + qb.head) * s_.seq_q + first;
-    const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, rows_, d_, scratch.douts);
-    float* delta = scratch.row_stats.get(rows_);
-    {  // out is needed for delta only; its scratch is the queries' next
-      const FloatRows out = float_rows(out_, qb.batch, qb.head, first, rows_, d_, scratch.queries);
-      for (std::int64_t r = 0; r < rows_; ++r) delta[r] = dot(out.data + r * out.ld, dout.data + r * dout.ld, d_);
-    }
-
+    const std::int64_t first = qb.index * rows_, real = at.rows;
     float* dq_block = scratch.result.get(rows_ * d_);
-    const SelectedKeys sel = gather_selected_keys(k_, v_, p_.in, s_, qb, scratch);
+    std::fill(dq_block + real * d_, dq_block + rows_ * d_, 0.0f);
+    const SelectedKeys sel = real > 0 ? gather_selected_keys(k_, v_, p_.in, s_, qb, scratch) : SelectedKeys{};
     if (sel.count == 0) {
-      std::fill(dq_block, dq_block + rows_ * d_, 0.0f);
+      std::fill(dq_block, dq_block + real * d_, 0.0f);
     } else {
-      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, rows_, d_, scratch.queries);
+      const float* lse = lse_ + (qb.batch * s_.heads + qb.head) * s_.seq_q + first;
+      const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, real, d_, scratch.douts);
+      float* delta = scratch.row_stats.get(real);
+      {  // out is needed for delta only; its scratch is the queries' next
+        const FloatRows out = float_rows(out_, qb.batch, qb.head, first, real, d_, scratch.queries);
+        for (std::int64_t r = 0; r < real; ++r) delta[r] = dot(out.data + r * out.ld, dout.data + r * dout.ld, d_);
+      }
+      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, real, d_, scratch.queries);
       float* p = p_store + at.offset;
       float* ds = ds_store + at.offset;
-      matmul(Transpose::no, Transpose::yes, rows_, sel.count, d_, scale_log2_, q.data, q.ld, sel.keys, d_, 0.0f, p,
+      matmul(Transpose::no, Transpose::yes, real, sel.count, d_, scale_log2_, q.data, q.ld, sel.keys, d_, 0.0f, p,
              sel.count);
-      matmul(Transpose::no, Transpose::yes, rows_, sel.count, d_, 1.0f, dout.data, dout.ld, sel.values, d_, 0.0f, ds,
+      matmul(Transpose::no, Transpose::yes, real, sel.count, d_, 1.0f, dout.data, dout.ld, sel.values, d_, 0.0f, ds,
              sel.count);
-      for (std::int64_t r = 0; r < rows_; ++r) {
+      for (std::int64_t r = 0; r < real; ++r) {
         float* p_row = p + r * sel.count;
         float* ds_row = ds + r * sel.count;
         exp2_shifted(p_row, sel.count, lse[r]);
         for (std::int64_t t = 0; t < sel.count; ++t) ds_row[t] = p_row[t] * (ds_row[t] - delta[r]);
       }
-      matmul(Transpose::no, Transpose::no, rows_, d_, sel.count, scale_, ds, sel.count, sel.keys, d_, 0.0f, dq_block,
+      matmul(Transpose::no, Transpose::no, real, d_, sel.count, scale_, ds, sel.count, sel.keys, d_, 0.0f, dq_block,
              d_);
     }
     const auto dq = sequence_rows<T>(p_.dq, p_.in.layout);
@@ -176,8 +181,9 @@ class BackwardPass {
   }
 
   // dv += Pᵀ·dout and dk += scale · dSᵀ·q over the valid keys of one kv
-  // block, for every stored tile that lists it. stored[n] is work item
-  // first_item + n. Rows past vbs are never touched (they stay zero).
+  // block, for every stored tile that lists it (over the tile's real query
+  // rows). stored[n] is work item first_item + n. Rows past vbs are never
+  // touched (they stay zero).
   void accumulate_dk_dv(std::int64_t kv_block, const TileLists& tiles, const StoredScores* stored,
                         std::int64_t first_item, const float* p_store, const float* ds_store, float* dk_all,
                         float* dv_all) const {
@@ -189,12 +195,13 @@ class BackwardPass {
       const QueryBlock qb = query_block(tile.item, s_);
       const std::int64_t first = qb.index * rows_;
       const StoredScores& at = stored[tile.item - first_item];
-      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, rows_, d_, scratch.queries);
-      const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, rows_, d_, scratch.douts);
+      if (at.rows == 0) continue;  // only padding rows: nothing stored, nothing added
+      const FloatRows q = float_rows(q_, qb.batch, qb.head, first, at.rows, d_, scratch.queries);
+      const FloatRows dout = float_rows(dout_, qb.batch, qb.head, first, at.rows, d_, scratch.douts);
       const float* p = p_store + at.offset + tile.column;
       const float* ds = ds_store + at.offset + tile.column;
-      matmul(Transpose::yes, Transpose::no, valid, d_, rows_, 1.0f, p, at.count, dout.data, dout.ld, 1.0f, dv, d_);
-      matmul(Transpose::yes, Transpose::no, valid, d_, rows_, scale_, ds, at.count, q.data, q.ld, 1.0f, dk, d_);
+      matmul(Transpose::yes, Transpose::no, valid, d_, at.rows, 1.0f, p, at.count, dout.data, dout.ld, 1.0f, dv, d_);
+      matmul(Transpose::yes, Transpose::no, valid, d_, at.rows, scale_, ds, at.count, q.data, q.ld, 1.0f, dk, d_);
     }
   }
 

@@ -3,7 +3,9 @@
 // S = Q·Kᵀ and O = P·V are two matrix products (matmul.hpp), the softmax in
 // between runs row by row on vectorized exponentials (softmax_math.hpp).
 // With ForwardParams::coarse the VSA layer's gate combine is applied to each
-// row right after it is written (combine_row.hpp).
+// row right after it is written (combine_row.hpp). Padding query rows
+// (q_variable_block_sizes) are left out of every product and written as empty
+// rows: that is what makes the forward's work proportional to the real tokens.
 #include <algorithm>
 #include <cmath>
 
@@ -35,7 +37,9 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
     const QueryBlock qb = query_block(item, s);
     const std::int64_t first_seq = qb.index * s.block;
     float* lse_rows = lse == nullptr ? nullptr : lse + (qb.batch * s.heads + qb.head) * s.seq_q + first_seq;
-    const SelectedKeys sel = gather_selected_keys(k, v, p.in, s, qb, scratch);
+    // Only the real rows are computed: every product below has `real` rows.
+    const std::int64_t real = real_query_rows(p.in, s, qb);
+    const SelectedKeys sel = real > 0 ? gather_selected_keys(k, v, p.in, s, qb, scratch) : SelectedKeys{};
     float* acc = scratch.result.get(rows * d);
     // coarse is [B, H, NQ, D]: the block's row has the index of its list row.
     const float* coarse_row = coarse == nullptr ? nullptr : coarse + qb.list_row * d;
@@ -48,21 +52,25 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
         combine_row<T>(dst, coarse_row, gated ? gate.row(qb.batch, qb.head, first_seq + r) : nullptr, dst, d);
     };
 
-    if (sel.count == 0) {  // nothing to attend: exactly zero rows, the sentinel LSE
-      std::fill(acc, acc + rows * d, 0.0f);
-      for (std::int64_t r = 0; r < rows; ++r) {
+    // Rows [from, rows) attend to nothing (or are padding): exactly zero, the sentinel LSE.
+    auto write_empty_rows = [&](std::int64_t from) {
+      std::fill(acc + from * d, acc + rows * d, 0.0f);
+      for (std::int64_t r = from; r < rows; ++r) {
         write_row(acc + r * d, r, false);
         if (lse_rows != nullptr) lse_rows[r] = kEmptyRowLse;
       }
+    };
+    if (sel.count == 0 || real == 0) {
+      write_empty_rows(0);
       return;
     }
 
-    const FloatRows queries = float_rows(q, qb.batch, qb.head, first_seq, rows, d, scratch.queries);
-    float* probs = scratch.scores.get(rows * sel.count);  // S, then the unnormalized P, [rows, count]
-    float* inv_sum = scratch.row_stats.get(rows);
-    matmul(Transpose::no, Transpose::yes, rows, sel.count, d, scale_log2, queries.data, queries.ld, sel.keys, d, 0.0f,
+    const FloatRows queries = float_rows(q, qb.batch, qb.head, first_seq, real, d, scratch.queries);
+    float* probs = scratch.scores.get(real * sel.count);  // S, then the unnormalized P, [real, count]
+    float* inv_sum = scratch.row_stats.get(real);
+    matmul(Transpose::no, Transpose::yes, real, sel.count, d, scale_log2, queries.data, queries.ld, sel.keys, d, 0.0f,
            probs, sel.count);
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = 0; r < real; ++r) {
       float* row = probs + r * sel.count;
       const float top = row_max(row, sel.count);
       const float sum = exp2_shifted(row, sel.count, top);
@@ -70,13 +78,14 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
       if (lse_rows != nullptr) lse_rows[r] = top + std::log2(sum);
     }
     const FloatOutRows dst = float_out_rows(out, qb.batch, qb.head, first_seq, d, acc);
-    matmul(Transpose::no, Transpose::no, rows, d, sel.count, 1.0f, probs, sel.count, sel.values, d, 0.0f, dst.data,
+    matmul(Transpose::no, Transpose::no, real, d, sel.count, 1.0f, probs, sel.count, sel.values, d, 0.0f, dst.data,
            dst.ld);
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = 0; r < real; ++r) {
       float* row = dst.data + r * dst.ld;
       for (std::int64_t x = 0; x < d; ++x) row[x] *= inv_sum[r];
       write_row(row, r, dst.in_place);
     }
+    write_empty_rows(real);
   });
 }
 

@@ -33,6 +33,13 @@ inline QueryBlock query_block(std::int64_t item, const ProblemShape& s) {
   return QueryBlock{batch, head, head / group, index, item};
 }
 
+// How many of the block's first rows are real queries: q_variable_block_sizes
+// of its query block, or every row without it. The rest are padding, which
+// the backend writes as empty rows without computing them.
+inline std::int64_t real_query_rows(const AttentionInputs& in, const ProblemShape& s, const QueryBlock& qb) {
+  return in.q_variable_block_sizes.defined() ? detail::load_int(in.q_variable_block_sizes, qb.index) : s.block;
+}
+
 // Keys and values of every valid token the block attends to, one D-row each,
 // in list order (row-major [count, D], in the thread's scratch). A block
 // listed twice appears twice (documented contract).

@@ -38,10 +38,17 @@ void expect_error(Call&& call, const std::string& argument, ErrorKind kind) {
 
 using ForwardEdit = std::function<void(ForwardParams&, AttentionProblem&)>;
 
+// base_case() with q_variable_block_sizes.
+AttentionCase q_padding_case() {
+  AttentionCase c = base_case();
+  c.q_padding = true;
+  return c;
+}
+
 void expect_forward_rejects(const std::string& argument, const ForwardEdit& edit,
-                            ErrorKind kind = ErrorKind::invalid_argument) {
+                            ErrorKind kind = ErrorKind::invalid_argument, const AttentionCase& c = base_case()) {
   SCOPED_TRACE("argument " + argument);
-  AttentionProblem problem(base_case(), next_seed());
+  AttentionProblem problem(c, next_seed());
   ForwardParams p = problem.forward_params();
   edit(p, problem);
   expect_error([&] { vsa::forward(p); }, argument, kind);
@@ -52,9 +59,9 @@ void expect_forward_rejects(const std::string& argument, const ForwardEdit& edit
 using BackwardEdit = std::function<void(BackwardParams&, AttentionProblem&)>;
 
 void expect_backward_rejects(const std::string& argument, const BackwardEdit& edit,
-                             ErrorKind kind = ErrorKind::invalid_argument) {
+                             ErrorKind kind = ErrorKind::invalid_argument, const AttentionCase& c = base_case()) {
   SCOPED_TRACE("argument " + argument);
-  AttentionProblem problem(base_case(), next_seed());
+  AttentionProblem problem(c, next_seed());
   BackwardParams p = problem.backward_params();
   edit(p, problem);
   expect_error([&] { vsa::backward(p); }, argument, kind);
@@ -242,6 +249,32 @@ TEST(ForwardRejects, BadLayoutAndScale) {
   expect_forward_rejects("scale", [](ForwardParams& p, AttentionProblem&) { p.in.scale = NAN; });
 }
 
+TEST(ForwardRejects, BadQueryBlockSizes) {
+  const auto invalid = ErrorKind::invalid_argument;
+  const AttentionCase c = q_padding_case();
+  using P = ForwardParams;
+  using A = AttentionProblem;
+  expect_forward_rejects("q_variable_block_sizes", [](P& p, A&) { p.in.q_variable_block_sizes.rank = 2; }, invalid, c);
+  expect_forward_rejects(  // one entry per query block: NQ = 4
+      "q_variable_block_sizes.shape", [](P& p, A&) { p.in.q_variable_block_sizes.shape[0] = 3; }, invalid, c);
+  expect_forward_rejects(
+      "q_variable_block_sizes.dtype", [](P& p, A&) { p.in.q_variable_block_sizes.dtype = DType::f32; }, invalid, c);
+  expect_forward_rejects(
+      "q_variable_block_sizes.device", [](P& p, A&) { p.in.q_variable_block_sizes.device = Device::cuda; }, invalid,
+      c);
+  expect_forward_rejects(
+      "q_variable_block_sizes.stride",
+      [](P& p, A&) {  // every third entry of q2k_idx (max_kv = 3): NQ entries, strided
+        p.in.q_variable_block_sizes = p.in.q2k_idx;
+        p.in.q_variable_block_sizes.rank = 1;
+        p.in.q_variable_block_sizes.shape[0] = 4;
+        p.in.q_variable_block_sizes.stride[0] = 3;
+      },
+      invalid, c);
+  expect_forward_rejects("q_variable_block_sizes", [](P&, A& pr) { pr.set_q_vbs(1, 65); }, invalid, c);
+  expect_forward_rejects("q_variable_block_sizes", [](P&, A& pr) { pr.set_q_vbs(3, -1); }, invalid, c);
+}
+
 TEST(BackwardRejects, MissingOrMisshapenTensors) {
   expect_backward_rejects("dout", [](BackwardParams& p, AttentionProblem&) { p.dout.data = nullptr; });
   expect_backward_rejects("lse", [](BackwardParams& p, AttentionProblem&) { p.lse.data = nullptr; });
@@ -261,6 +294,13 @@ TEST(BackwardRejects, BadMetadataValues) {
   });
   expect_backward_rejects("variable_block_sizes",
                           [](BackwardParams&, AttentionProblem& pr) { pr.set_vbs(3, 100); });
+  expect_backward_rejects(
+      "q_variable_block_sizes", [](BackwardParams&, AttentionProblem& pr) { pr.set_q_vbs(0, 100); },
+      ErrorKind::invalid_argument, q_padding_case());
+  expect_backward_rejects(
+      "q_variable_block_sizes.shape",
+      [](BackwardParams& p, AttentionProblem&) { p.in.q_variable_block_sizes.shape[0] = 5; },
+      ErrorKind::invalid_argument, q_padding_case());
 }
 
 }  // namespace

@@ -2,6 +2,18 @@
 
 namespace vsa::test {
 
+AttentionCase query_padding_case(DType dtype, Layout layout) {
+  AttentionCase c;
+  c.dtype = dtype;
+  c.layout = layout;
+  c.q_padding = true;
+  c.num_q_blocks = 7;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.max_kv = 4;
+  return c;
+}
+
 std::vector<AttentionCase> attention_cases() {
   std::vector<AttentionCase> cases;
   auto add = [&](const char* name, auto&& edit) {
@@ -85,6 +97,40 @@ std::vector<AttentionCase> attention_cases() {
   add("wide_lists", [](AttentionCase& c) {  // capacity larger than NK: counts up to NK
     c.max_kv = 9;
     c.batch = 2;
+  });
+  // q_variable_block_sizes: seven query blocks take the seven cuts of a
+  // 64-row block (query_row_cuts) in turn, from a random one on.
+  add("q_padding", [](AttentionCase& c) {
+    c.q_padding = true;
+    c.num_q_blocks = 7;
+    c.max_kv = 4;
+  });
+  add("q_padding_bf16_bshd_gqa_d128", [](AttentionCase& c) {
+    c.q_padding = true;
+    c.num_q_blocks = 7;
+    c.dtype = DType::bf16;
+    c.layout = Layout::bshd;
+    c.head_dim = 128;
+    c.heads = 4;
+    c.kv_heads = 2;
+  });
+  add("q_padding_blk128_int64", [](AttentionCase& c) {
+    c.q_padding = true;
+    c.block = 128;
+    c.num_q_blocks = 8;
+    c.num_kv_blocks = 3;
+    c.q_vbs_dtype = DType::i64;
+    c.idx_dtype = DType::i64;
+    c.num_dtype = DType::i64;
+    c.vbs_dtype = DType::i64;
+  });
+  add("q_padding_f16_padded_view_batch2", [](AttentionCase& c) {
+    c.q_padding = true;
+    c.num_q_blocks = 7;
+    c.dtype = DType::f16;
+    c.padded_rows = true;
+    c.batch = 2;
+    c.duplicates = true;
   });
   return cases;
 }

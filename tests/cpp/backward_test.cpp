@@ -47,6 +47,40 @@ TEST(Backward, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
 }
 
+// Padding query rows hold NaN in out and lse and 512 times their drawn
+// values in q and dout (backward_params): a row that reached dk or dv would
+// show in the comparison with the reference; their dq rows are exactly zero;
+// and the real rows' dq is what the call without q_variable_block_sizes gives
+// them (whose dk and dv the padding rows then spoil), to the rounding of the
+// products' edge rows (forward_test.cpp, QueryPaddingLeavesRealRowsUnchanged).
+TEST(Backward, QueryPaddingRowsGetZeroDqAndAddNothing) {
+  const AttentionCase c = query_padding_case(DType::f32);
+  AttentionProblem problem(c, next_seed());
+  BackwardParams p = problem.backward_params();
+  vsa::backward(p);
+  problem.expect_backward_matches();
+  const HostTensor dq = problem.dq;
+  problem.dq.poison();
+  p.in.q_variable_block_sizes = TensorRef{};
+  vsa::backward(p);
+  std::vector<double> with_q_vbs, without;
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t s = 0; s < c.seq_q(); ++s) {
+      const bool padding = problem.padding_row(s);
+      for (std::int64_t x = 0; x < c.head_dim; ++x) {
+        const std::int64_t flat = dq.flat_index(0, h, s, x);
+        if (padding) {
+          ASSERT_EQ(dq.get(flat), 0.0) << "padding row " << s << " of head " << h;
+        } else {
+          with_q_vbs.push_back(dq.get(flat));
+          without.push_back(problem.dq.get(flat));
+        }
+      }
+    }
+  ASSERT_LT(with_q_vbs.size(), static_cast<std::size_t>(dq.numel())) << "no padding row";
+  EXPECT_LE(relative_error(with_q_vbs, without), 1e-6);
+}
+
 // The backward stores P and dS of as many query blocks as fit its budget; a
 // budget of one float runs every query block as its own chunk, and must give
 // the same bits (every sum keeps its order) and the reference's values.

@@ -89,6 +89,40 @@ TEST(Forward, DuplicateBlockCountsTwice) {
   EXPECT_NEAR(problem.lse.get(64) - lse_once, 1.0, 1e-5);
 }
 
+// Padding query rows (q_variable_block_sizes) are empty rows (exact zeros and
+// the sentinel, which expect_forward_matches checks), and the real rows get
+// what the call without q_variable_block_sizes gives them, to rounding: the
+// products run over fewer rows, and OpenBLAS rounds a product's edge rows
+// (past its kernel's unroll) differently from the rows of a whole tile.
+TEST(Forward, QueryPaddingLeavesRealRowsUnchanged) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const AttentionCase c = query_padding_case(dtype);
+    AttentionProblem problem(c, next_seed());
+    vsa::forward(problem.forward_params());
+    problem.expect_forward_matches();
+    const HostTensor out = problem.out, lse = problem.lse;
+    ForwardParams p = problem.forward_params();
+    p.in.q_variable_block_sizes = TensorRef{};  // every row real (the padding rows' q is garbage)
+    vsa::forward(p);
+    std::vector<double> with_out, without_out, with_lse, without_lse;
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t s = 0; s < c.seq_q(); ++s) {
+        if (problem.padding_row(s)) continue;
+        with_lse.push_back(lse.get(h * c.seq_q() + s));
+        without_lse.push_back(problem.lse.get(h * c.seq_q() + s));
+        for (std::int64_t x = 0; x < c.head_dim; ++x) {
+          with_out.push_back(out.get(out.flat_index(0, h, s, x)));
+          without_out.push_back(problem.out.get(out.flat_index(0, h, s, x)));
+        }
+      }
+    ASSERT_FALSE(with_lse.empty());
+    // fp32: a few ulp at most; bf16: the rare element whose rounding flips.
+    const double limit = dtype == DType::f32 ? 1e-6 : 2e-3;
+    EXPECT_LE(relative_error(with_out, without_out), limit) << dtype_name(dtype);
+    EXPECT_LE(relative_error(with_lse, without_lse), 1e-6) << dtype_name(dtype);
+  }
+}
+
 TEST(Forward, NeedLseFalseLeavesLseUntouched) {
   AttentionProblem problem(small_case(), next_seed());
   vsa::forward(problem.forward_params(/*need_lse=*/false));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <memory>
 
 #include "support/attention_problem.hpp"
 #include "support/host_tensor.hpp"
@@ -79,12 +80,14 @@ class DeviceBytes {
   std::size_t bytes_;
 };
 
-// The problem's six inputs mirrored on the GPU, as AttentionInputs.
+// The problem's six inputs (seven with q_variable_block_sizes) mirrored on
+// the GPU, as AttentionInputs.
 class DeviceInputs {
  public:
   explicit DeviceInputs(const AttentionProblem& problem)
       : problem_(problem), q_(problem.q), k_(problem.k), v_(problem.v), idx_(problem.q2k_idx),
-        num_(problem.q2k_num), vbs_(problem.vbs) {}
+        num_(problem.q2k_num), vbs_(problem.vbs),
+        q_vbs_(problem.spec().q_padding ? std::make_unique<DeviceMirror>(problem.q_vbs) : nullptr) {}
 
   AttentionInputs inputs() const {
     AttentionInputs in = problem_.inputs();
@@ -94,12 +97,14 @@ class DeviceInputs {
     in.q2k_idx = idx_.ref();
     in.q2k_num = num_.ref();
     in.variable_block_sizes = vbs_.ref();
+    if (q_vbs_) in.q_variable_block_sizes = q_vbs_->ref();
     return in;
   }
 
  private:
   const AttentionProblem& problem_;
   DeviceMirror q_, k_, v_, idx_, num_, vbs_;
+  std::unique_ptr<DeviceMirror> q_vbs_;  // null without q_variable_block_sizes
 };
 
 // A forward call of `problem` on the GPU: the params point at device copies

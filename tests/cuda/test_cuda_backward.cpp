@@ -117,6 +117,32 @@ TEST_P(CudaBackwardEdges, UnattendedBlocksAndEmptyRowsGetZeroGradients) {
   EXPECT_TRUE(all_zero(problem.dv, 3 * block_elems, 4 * block_elems)) << "dv of an unlisted block";
 }
 
+// Padding query rows (q_variable_block_sizes, cut at every row boundary of
+// the shared cases) get exact zeros in dq on both paths: the dQ pass selects
+// them at its write, the key pass adds dS = 0 into the accumulator. Their
+// out and lse are NaN and their q and dout garbage (backward_params), so a
+// padding row that reached dk or dv would show against the reference.
+TEST_P(CudaBackwardEdges, QueryPaddingRowsGetZeroDq) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (Layout layout : {Layout::bhsd, Layout::bshd}) {
+    const AttentionCase c = query_padding_case(DType::bf16, layout);
+    AttentionProblem problem(c, next_seed());
+    expect_gpu_backward_matches(problem, GetParam());
+    std::int64_t padding_rows = 0;
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t s = 0; s < c.seq_q(); ++s) {
+        if (!problem.padding_row(s)) continue;
+        ++padding_rows;
+        for (std::int64_t x = 0; x < c.head_dim; ++x) {
+          const std::int64_t flat =
+              layout == Layout::bhsd ? problem.dq.flat_index(0, h, s, x) : problem.dq.flat_index(0, s, h, x);
+          ASSERT_EQ(problem.dq.get(flat), 0.0) << "padding row " << s << " of head " << h;
+        }
+      }
+    EXPECT_GT(padding_rows, 0);
+  }
+}
+
 // dk and dv on both paths; dq too on the deterministic one.
 TEST_P(CudaBackwardEdges, RepeatableBitForBit) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -192,13 +218,14 @@ TEST(CudaBackwardSweep, RandomProblemsMatchReference) {
     c.idx_dtype = pick(0, 1) ? DType::i32 : DType::i64;
     c.num_dtype = pick(0, 1) ? DType::i32 : DType::i64;
     c.vbs_dtype = pick(0, 1) ? DType::i32 : DType::i64;
+    c.q_padding = pick(0, 2) == 0;
     const bool deterministic = pick(0, 1) == 1;
     const std::uint64_t seed = next_seed();
     SCOPED_TRACE("sweep case " + std::to_string(n) + ", seed " + std::to_string(seed) + ": B" +
                  std::to_string(c.batch) + " H" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
                  " NQ" + std::to_string(c.num_q_blocks) + " NK" + std::to_string(c.num_kv_blocks) + " blk" +
                  std::to_string(c.block) + " D" + std::to_string(c.head_dim) + " max_kv" +
-                 std::to_string(c.max_kv) + " " + dq_path_name(deterministic));
+                 std::to_string(c.max_kv) + (c.q_padding ? " q-padding " : " ") + dq_path_name(deterministic));
     AttentionProblem problem(c, seed);
     expect_gpu_backward_matches(problem, deterministic);
     if (::testing::Test::HasFailure()) return;  // the first failing case says enough

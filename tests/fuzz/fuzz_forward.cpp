@@ -133,7 +133,7 @@ void expect_matches_reference(const Call& c, const ProblemShape& s,
       s.batch, s.heads, s.kv_heads, s.seq_q, s.seq_kv, s.head_dim, s.block, s.max_kv,
       p.in.scale != 0.0f ? p.in.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)),
       c.q.bhsd_values(p.in.layout), c.k.bhsd_values(p.in.layout), c.v.bhsd_values(p.in.layout),
-      c.idx.int_values(), c.num.int_values(), c.vbs.int_values()};
+      c.idx.int_values(), c.num.int_values(), c.vbs.int_values(), {}};
   const test::ReferenceForward expected = test::reference_forward(problem);
   const std::vector<double> out = c.out.bhsd_values(p.in.layout);
   const double tolerance = p.in.q.dtype == DType::f32 ? 1e-5 : 1e-2;

@@ -82,8 +82,9 @@ def block_weights(q2k_idx, q2k_num, nk):
     return weights[..., :nk]
 
 
-def reference_attention(q, k, v, q2k_idx, q2k_num, vbs, *, scale=None, layout="bhsd"):
-    """(out, lse base 2) in float64, differentiable in q, k, v."""
+def reference_attention(q, k, v, q2k_idx, q2k_num, vbs, *, scale=None, layout="bhsd", q_vbs=None):
+    """(out, lse base 2) in float64, differentiable in q, k, v. Query rows past q_vbs
+    (when given) attend to nothing: empty rows."""
     if layout == "bshd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     q, k, v = q.double(), k.double(), v.double()
@@ -97,6 +98,9 @@ def reference_attention(q, k, v, q2k_idx, q2k_num, vbs, *, scale=None, layout="b
     weights = block_weights(q2k_idx.cpu(), q2k_num.cpu(), nk).to(q.device)
     key_valid = (torch.arange(block, device=q.device) < vbs.to(q.device).long()[:, None]).reshape(-1)
     token_w = weights.repeat_interleave(block, dim=2).repeat_interleave(block, dim=3) * key_valid
+    if q_vbs is not None:
+        query_valid = (torch.arange(block, device=q.device) < q_vbs.to(q.device).long()[:, None]).reshape(-1)
+        token_w = token_w * query_valid[:, None]
     scores = (q @ k.transpose(-2, -1)) * scale
     scores = scores.masked_fill(token_w == 0, float("-inf"))
     row_max = scores.amax(dim=-1, keepdim=True)

@@ -59,7 +59,8 @@ def reference_layer(q, k, v, vbs, q_vbs, topk, gate=None, *, block=64, scale=Non
     idx, num, margin = reference_lists(scores.detach(), live, topk)
     if lists is not None:
         idx, num = (x.cpu() for x in lists)
-    fine, _ = reference_attention(qh, kh, vh, idx, num, vbs.cpu(), scale=scale)
+    # Pad tokens of a query block (past q_vbs) attend to nothing: their output is coarse · gate.
+    fine, _ = reference_attention(qh, kh, vh, idx, num, vbs.cpu(), scale=scale, q_vbs=q_vbs.cpu())
     out = fine + (coarse if gate is None else coarse * t(gate).double())
     return t(out), idx, num, margin
 

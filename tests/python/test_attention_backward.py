@@ -101,10 +101,10 @@ def test_binding_backward_writes_every_gradient_element(gen):
     p = make_problem(gen, heads=4, kv_heads=2, nq=2, nk=3, vbs=[64, 0, 30])
     out = torch.empty_like(p.q)
     lse = torch.empty(1, 4, 128)
-    _C.forward(p.q, p.k, p.v, *p.lists, out, lse, "bhsd", 0.0, True, 0)
+    _C.forward(p.q, p.k, p.v, *p.lists, None, out, lse, "bhsd", 0.0, True, 0)
     dout = torch.randn(p.q.shape, generator=gen)
     dq, dk, dv = (torch.full_like(t, float("nan")) for t in (p.q, p.k, p.v))
-    _C.backward(p.q, p.k, p.v, *p.lists, out, lse, dout, None, dq, dk, dv, "bhsd",
+    _C.backward(p.q, p.k, p.v, *p.lists, None, out, lse, dout, None, dq, dk, dv, "bhsd",
                 0.0, False, 0)
     for g in (dq, dk, dv):
         assert torch.isfinite(g).all()

@@ -120,7 +120,7 @@ def test_binding_writes_every_output_element(gen):
     p.q2k_num[0, 0, 0] = 0  # an empty row must be written too
     out = torch.full_like(p.q, float("nan"))
     lse = torch.full((2, 2, 192), float("nan"))
-    _C.forward(p.q, p.k, p.v, p.q2k_idx, p.q2k_num, p.vbs, out, lse, "bhsd", 0.0, True, 0)
+    _C.forward(p.q, p.k, p.v, p.q2k_idx, p.q2k_num, p.vbs, None, out, lse, "bhsd", 0.0, True, 0)
     assert torch.isfinite(out).all() and torch.isfinite(lse).all()
     ref_out, _ = reference_attention(p.q, p.k, p.v, *p.lists)
     assert rel_error(out, ref_out) <= 1e-5

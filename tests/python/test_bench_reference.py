@@ -63,6 +63,21 @@ def test_relative_error_is_relative(gen):
     assert relative_error(out, ref, samples) == pytest.approx(0.01)
 
 
+def test_relative_error_on_real_rows_ignores_the_padding_rows(gen):
+    q, k, v, idx, num, vbs = _problem(gen)
+    idx[1, 3, 5], num[1, 3, 5] = torch.tensor([0, 3, 4, 1], dtype=torch.int32), 4  # real keys for sure
+    samples = [(1, 3, 5), (0, 2, 4)]
+    ref = reference_blocks(q, k, v, idx, num, vbs, samples)
+    real_rows = torch.full((NK,), BLK)
+    real_rows[5], real_rows[4] = 7, 0  # block 4: no real row
+    out = torch.zeros(B, H, NK * BLK, D, dtype=torch.float64)
+    for n, (b, h, i) in enumerate(samples):
+        out[b, h, i * BLK:(i + 1) * BLK] = ref[n] * 1.01
+        out[b, h, i * BLK + int(real_rows[i]):(i + 1) * BLK] = 1e6  # padding rows: anything
+    assert relative_error(out, ref, samples, real_rows=real_rows) == pytest.approx(0.01)
+    assert relative_error(out, ref, samples) > 1.0
+
+
 def test_samples_are_distinct_and_include_the_last_block(gen):
     samples = sample_query_blocks(2, 3, 10, 8, gen)
     assert len(samples) == len(set(samples)) == 8

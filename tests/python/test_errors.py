@@ -102,7 +102,7 @@ def test_backward_error_surfaces(gen):
     q = p.q.requires_grad_()
     out, _ = vsa.block_sparse_attn(q, p.k, p.v, *p.lists)
     with pytest.raises(ValueError, match="'lse"):
-        torch.ops.vsa.backward(out, q, p.k, p.v, out, torch.zeros(3), *p.lists, 0.0, "bhsd", False)
+        torch.ops.vsa.backward(out, q, p.k, p.v, out, torch.zeros(3), *p.lists, None, 0.0, "bhsd", False)
 
 
 def test_bad_block_map(gen):

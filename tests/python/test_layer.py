@@ -147,9 +147,11 @@ def test_fused_stage_function_equals_the_two_stages(gen):
     means = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs, layout="bshd")
     coarse, q2k_idx, q2k_num = coarse_stage(*means, p.vbs, p.topk)
     for gate in (p.gate, None):
-        fused = fine_stage_gated(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, coarse, gate, layout="bshd")
-        fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, layout="bshd")
-        assert torch.equal(fused, gate_combine(fine, coarse, gate, layout="bshd"))
+        for q_vbs in (p.q_vbs, None):  # the layer's padding rows, or every row computed
+            fused = fine_stage_gated(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, coarse, gate, layout="bshd",
+                                     q_variable_block_sizes=q_vbs)
+            fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, layout="bshd", q_variable_block_sizes=q_vbs)
+            assert torch.equal(fused, gate_combine(fine, coarse, gate, layout="bshd"))
 
 
 def test_stages_compose_to_the_layer(gen):
@@ -159,7 +161,7 @@ def test_stages_compose_to_the_layer(gen):
     assert torch.equal(q_mean, reference_means(p.q, p.q_vbs, 64).float())
     assert torch.equal(k_mean, reference_means(p.k, p.vbs, 64).float())
     coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, p.vbs, p.topk)
-    fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs)
+    fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, q_variable_block_sizes=p.q_vbs)
     out = gate_combine(fine, coarse, p.gate)
     assert torch.equal(out, layer(p))
 

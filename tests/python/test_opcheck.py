@@ -37,18 +37,29 @@ def _problems(gen, device):
                          for name in ("q", "k", "v", "q2k_idx", "q2k_num", "vbs")})
 
 
+def _q_vbs(gen, p, n):
+    """q_variable_block_sizes for every other problem (None for the rest): random in
+    [0, blk], the dtype of the lists."""
+    if n % 2 == 0:
+        return None
+    nq, block = p.q2k_num.shape[-1], p.k.shape[2 if p.layout == "bhsd" else 1] // p.vbs.numel()
+    return torch.randint(0, block + 1, (nq,), generator=gen).to(device=p.q.device, dtype=p.vbs.dtype)
+
+
 def forward_samples(gen, device):
     for n, p in enumerate(_problems(gen, device)):
         scale = 0.0 if n % 2 == 0 else 0.2
         q = p.q.clone().requires_grad_()
-        yield (q, p.k, p.v, *p.lists, scale, True, p.layout, n % 2 == 1)
-        yield (p.q, p.k, p.v, *p.lists, scale, False, p.layout, False)  # need_lse False: no gradient
+        q_vbs = _q_vbs(gen, p, n)
+        yield (q, p.k, p.v, *p.lists, q_vbs, scale, True, p.layout, n % 2 == 1)
+        yield (p.q, p.k, p.v, *p.lists, q_vbs, scale, False, p.layout, False)  # need_lse False: no gradient
 
 
 def backward_samples(gen, device):
     for n, p in enumerate(_problems(gen, device)):
-        out, lse = torch.ops.vsa.forward(p.q, p.k, p.v, *p.lists, 0.0, True, p.layout, False)
-        yield (torch.randn(out.shape, generator=gen).to(out), p.q, p.k, p.v, out, lse, *p.lists, 0.0,
+        q_vbs = _q_vbs(gen, p, n)
+        out, lse = torch.ops.vsa.forward(p.q, p.k, p.v, *p.lists, q_vbs, 0.0, True, p.layout, False)
+        yield (torch.randn(out.shape, generator=gen).to(out), p.q, p.k, p.v, out, lse, *p.lists, q_vbs, 0.0,
                p.layout, n % 2 == 1)  # both ways of computing dq
 
 
@@ -130,10 +141,11 @@ def gate_combine_backward_samples(gen, device):
 
 
 def fine_stage_gated_samples(gen, device):
-    for p in _layer_problems(gen, device):
+    for n, p in enumerate(_layer_problems(gen, device)):
         means = [torch.ops.vsa.block_mean(t, vbs, p.layout) for t, vbs in ((p.q, p.q_vbs), (p.k, p.vbs), (p.v, p.vbs))]
         coarse, q2k_idx, q2k_num = torch.ops.vsa.coarse_stage(*means, p.vbs, p.topk, 0.0)
-        yield (p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, coarse, p.gate, 0.0, p.layout)
+        q_vbs = p.q_vbs if n % 2 == 0 else None  # the layer's padding rows, or every row real
+        yield (p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, q_vbs, coarse, p.gate, 0.0, p.layout)
 
 
 SAMPLES = {

@@ -193,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"CPU run on {env['cpu_model']} ({env['cpu_threads']} threads, SIMD "
               f"{env['cpu_simd']}, {env['cpu_math_library']}; fp32 GEMM rate "
               f"{env['cpu_fp32_gemm_gflops']} GFLOP/s by {env['cpu_fp32_gemm_by']}): the CPU backend "
-              "on scaled-down cases; GPU peers are n/a.")
+              "on scaled-down cases; GPU peers are n/a. On cases with partial blocks vsa is given the "
+              "real query rows (q_variable_block_sizes, as the VSA layer passes them) and computes "
+              "only those, like dense attention over the real tokens; every peer is checked on the "
+              "real rows.")
     else:
         print(f"GPU run on {env['gpu']} ({env['gpu_capability']}), torch {env['torch']}, "
               f"--op {args.op}")

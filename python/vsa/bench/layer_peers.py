@@ -25,10 +25,11 @@ def ours(p: LayerProblem) -> Runner:
 
 def ours_fine(p: LayerProblem) -> Runner:
     """vsa's fine kernel alone on the reference selection: the yardstick of the layer's overhead
-    (need_lse=False like the layer's inference path)."""
-    return Runner(lambda q, k, v: vsa.block_sparse_attn(q, k, v, p.q2k_idx, p.q2k_num,
-                                                        p.variable_block_sizes,
-                                                        need_lse=False)[0])
+    (need_lse=False like the layer's inference path; the real query rows given, as the layer
+    gives its fine stage)."""
+    vbs = p.variable_block_sizes
+    return Runner(lambda q, k, v: vsa.block_sparse_attn(q, k, v, p.q2k_idx, p.q2k_num, vbs,
+                                                        need_lse=False, q_variable_block_sizes=vbs)[0])
 
 
 @contextlib.contextmanager

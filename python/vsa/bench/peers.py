@@ -31,9 +31,9 @@ def ours(p: Problem) -> Runner:
         raise Unavailable(f"not supported: {support.reason}")
     # need_lse=False: the inference path, like FlexAttention without return_lse; the op still
     # computes lse when a backward will need it.
-    return Runner(lambda q, k, v: vsa.block_sparse_attn(q, k, v, p.q2k_idx, p.q2k_num,
-                                                        p.variable_block_sizes,
-                                                        need_lse=False)[0])
+    return Runner(lambda q, k, v: vsa.block_sparse_attn(
+        q, k, v, p.q2k_idx, p.q2k_num, p.variable_block_sizes, need_lse=False,
+        q_variable_block_sizes=p.q_variable_block_sizes)[0])
 
 
 def ours_portable(p: Problem) -> Runner:

@@ -26,6 +26,9 @@ class Problem:
     q2k_idx: torch.Tensor | None = None
     q2k_num: torch.Tensor | None = None
     variable_block_sizes: torch.Tensor | None = None
+    # The real query rows of each block, when vsa is told them (q_variable_block_sizes): its
+    # padding rows are then not computed. None: every row is computed.
+    q_variable_block_sizes: torch.Tensor | None = None
 
     @property
     def device(self) -> torch.device:

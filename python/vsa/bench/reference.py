@@ -49,9 +49,16 @@ def reference_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_idx:
     return torch.stack(outs)
 
 
-def relative_error(out: torch.Tensor, reference: torch.Tensor, samples: list[Sample]) -> float:
-    """Relative Frobenius error of out's sampled query blocks against the reference."""
+def relative_error(out: torch.Tensor, reference: torch.Tensor, samples: list[Sample],
+                   real_rows: torch.Tensor | None = None) -> float:
+    """Relative Frobenius error of out's sampled query blocks against the reference, over the
+    real rows of each block (real_rows [NQ]; None: every row). A padding row's output is
+    dropped by the model (untile), and vsa given q_variable_block_sizes does not compute it."""
     blk = reference.shape[1]
     got = torch.stack([out[b, h, i * blk:(i + 1) * blk] for b, h, i in samples]).double()
+    if real_rows is not None:
+        blocks = torch.tensor([i for _, _, i in samples], device=real_rows.device)
+        real = torch.arange(blk, device=real_rows.device) < real_rows[blocks].long()[:, None]
+        got, reference = got[real], reference[real]
     return float(torch.linalg.vector_norm(got - reference) /
                  torch.linalg.vector_norm(reference).clamp_min(1e-300))

@@ -111,7 +111,8 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Union[Sequence[int], V
     vbs = meta.variable_block_sizes
     if mode == "dense":
         q2k_idx, q2k_num = _every_block(q.shape[0], q.shape[2], meta.num_tiles, qt.device)
-        out = fine_stage(qt, kt, vt, q2k_idx, q2k_num, vbs, scale=scale, layout="bshd")
+        out = fine_stage(qt, kt, vt, q2k_idx, q2k_num, vbs, scale=scale, layout="bshd",
+                         q_variable_block_sizes=vbs)
     else:
         kept = resolve_topk(meta.num_tiles, topk, sparsity)
         if mode == "vsa":
@@ -121,5 +122,6 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Union[Sequence[int], V
         else:
             means = block_means(qt, kt, vt, vbs, vbs, layout="bshd")
             _, q2k_idx, q2k_num = coarse_stage(*means, vbs, kept, scale=scale)
-            out = fine_stage(qt, kt, vt, q2k_idx, q2k_num, vbs, scale=scale, layout="bshd")
+            out = fine_stage(qt, kt, vt, q2k_idx, q2k_num, vbs, scale=scale, layout="bshd",
+                             q_variable_block_sizes=vbs)
     return untile(out, meta, dim=1)

@@ -125,6 +125,8 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.idx_is_64 = lists.idx_is_64;
   kp.num_is_64 = lists.num_is_64;
   kp.vbs_is_64 = in.variable_block_sizes.dtype == DType::i64;
+  kp.q_vbs = in.q_variable_block_sizes.data;  // null when absent
+  kp.q_vbs_is_64 = in.q_variable_block_sizes.dtype == DType::i64;
   kp.heads = static_cast<int>(s.heads);
   kp.kv_group = static_cast<int>(s.heads / s.kv_heads);
   kp.num_q_blocks = static_cast<int>(s.num_q_blocks);

@@ -24,6 +24,10 @@ struct FwdKernelParams {
   const void* q2k_num;  // [B, H, NQ]
   const void* vbs;      // [NK]
   bool idx_is_64, num_is_64, vbs_is_64;  // metadata is read as stored: no conversion pass
+  // q_variable_block_sizes [NQ], or null (every query row real): rows past it
+  // are padding, written by the epilogue as empty rows.
+  const void* q_vbs;
+  bool q_vbs_is_64;
 
   int heads, kv_group;  // kv head = head / kv_group
   int num_q_blocks, max_kv, block;
@@ -62,6 +66,10 @@ struct BwdKernelParams {
   const void* q2k_num;     // [B, H, NQ]
   const void* vbs;         // [NK]
   bool idx_is_64, num_is_64, vbs_is_64;
+  // q_variable_block_sizes [NQ], or null: padding query rows get P = dS = 0
+  // in the key pass and a zero dq row.
+  const void* q_vbs;
+  bool q_vbs_is_64;
 
   int heads, kv_group;  // query heads h·kv_group .. (h+1)·kv_group-1 share kv head h
   int num_q_blocks, max_kv, num_kv_blocks, block;

@@ -43,6 +43,16 @@ class KeyScheduler {
     return valid < kTileRows ? valid : kTileRows;
   }
 
+  // Rows [0, result) of the pair's tile are real queries (q_variable_block_sizes).
+  // Looked up where the mask is applied, after the pair's S and dP products,
+  // rather than carried from next(): a register less across the loop.
+  __device__ int real_rows(const BwdPair& pair) const {
+    constexpr int kLog2TileRows = 6;
+    static_assert(1 << kLog2TileRows == kTileRows);
+    const int offset = static_cast<int>(pair.row0 & (p_.block - 1));  // blk is a power of 2
+    return real_query_rows(p_.q_vbs, p_.q_vbs_is_64, pair.row0 >> (kLog2TileRows + tile_shift_), offset, kTileRows);
+  }
+
   // The next pair, false once every listed query tile has been handed out.
   __device__ bool next(BwdPair& pair) {
     while (entry_ == entry_end_) {

@@ -40,6 +40,12 @@ class QueryScheduler {
     return static_cast<std::int64_t>(q_tile_) * kCtaRows;
   }
   __device__ int num_tiles() const { return num_tiles_; }
+  // The CTA's rows [0, result) are real queries (q_variable_block_sizes), for
+  // the epilogues (one load per CTA, after the main loop).
+  __device__ int real_rows() const {
+    const std::int64_t row0 = first_query_row();
+    return real_query_rows(p_.q_vbs, p_.q_vbs_is_64, row0 / p_.block, static_cast<int>(row0 % p_.block), kCtaRows);
+  }
 
   // KV block id of tile `index`; 0 (never used) past the end of the list.
   __device__ std::int64_t block_of(int index) const {

@@ -46,8 +46,8 @@ class BwdConsumer {
 
   // s becomes Pᵀ, dp becomes dSᵀ (bwd_gradients.cuh).
   __device__ void gradients(Scores& s, Scores& dp, const float* s_lse, const float* s_delta, float scale_log2,
-                            int valid) const {
-    scores_to_gradients(s, dp, s_lse, s_delta, scale_log2, valid, kWarpKeys * warp_, lane_);
+                            int valid, int real_rows) const {
+    scores_to_gradients(s, dp, s_lse, s_delta, scale_log2, valid, kWarpKeys * warp_, lane_, real_rows);
   }
 
   // dV += Pᵀ·dO, dK += dSᵀ·Q (dK's softmax scale is applied once, at the end).

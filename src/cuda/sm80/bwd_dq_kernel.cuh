@@ -84,9 +84,10 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
     next_block = block_after;
     valid = valid_next;
   }
+  const int real_rows = sched.real_rows();  // padding rows' dq is zero
   ptx::cp_async_wait<0>();  // with no tiles, Q and dO are still in flight
   __syncthreads();          // and every warp is done reading Q before it is used for staging
-  write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, sq, rows.dq, p.dq_stride.seq);
+  write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, sq, rows.dq, p.dq_stride.seq, real_rows);
 }
 
 template <class Elem, int kHeadDim>

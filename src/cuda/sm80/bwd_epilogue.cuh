@@ -16,10 +16,14 @@ namespace vsa::cuda::sm80 {
 constexpr int kBwdThreads = 128;
 
 // Rows 16w..16w+15 of `stage` (a [64][D] swizzled tile) belong to warp w
-// alone, so no CTA barrier is needed between staging and storing.
+// alone, so no CTA barrier is needed between staging and storing. Rows of
+// the tile from `real_rows` on are written as exact zeros (selected as they
+// are copied out: the dQ pass's padding query rows, whose sums may be
+// anything; rows never mix in its products, so this is the only place they
+// need).
 template <class Elem, int kHeadDim>
 __device__ void write_warp_rows(const float (&acc)[1][kHeadDim / 8][4], float factor, int warp, int lane,
-                                Elem* stage, Elem* out_rows, std::int64_t out_row_stride) {
+                                Elem* stage, Elem* out_rows, std::int64_t out_row_stride, int real_rows = kTileRows) {
   using Tile = SmemTile<Elem, kHeadDim>;
   const int row0 = 16 * warp;
 #pragma unroll
@@ -34,7 +38,7 @@ __device__ void write_warp_rows(const float (&acc)[1][kHeadDim / 8][4], float fa
     const int row = row0 + i / Tile::kChunks;
     const int chunk = i % Tile::kChunks;
     *reinterpret_cast<uint4*>(out_rows + row * out_row_stride + chunk * 8) =
-        *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk));
+        row < real_rows ? *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk)) : make_uint4(0, 0, 0, 0);
   }
 }
 

@@ -24,15 +24,19 @@ using BwdScores = float[1][kBwdRowTiles][4];
 
 // Keys at or past `valid` get Pᵀ = dSᵀ = 0 exactly (selected, not
 // multiplied: their scores may be anything), so their dK and dV rows stay
-// exactly zero and they add nothing to dQ.
+// exactly zero and they add nothing to dQ. So do query rows (columns) at or
+// past `real_rows`, padding rows (q_variable_block_sizes), whose lse and
+// delta may be anything: they add nothing to dK and dV (their q and dO rows
+// enter the products times 0, so must be finite) and nothing to dQ.
 __device__ __forceinline__ void scores_to_gradients(BwdScores& s, BwdScores& dp, const float* s_lse,
                                                     const float* s_delta, float scale_log2, int valid, int key0,
-                                                    int lane) {
+                                                    int lane, int real_rows = kTileRows) {
   const int key = key0 + lane / 4;
-  const bool real[2] = {key < valid, key + 8 < valid};
+  const bool real_key[2] = {key < valid, key + 8 < valid};
 #pragma unroll
   for (int t = 0; t < kBwdRowTiles; ++t) {
     const int col = 8 * t + 2 * (lane % 4);
+    const bool real_row[2] = {col < real_rows, col + 1 < real_rows};
     const float2 lse = *reinterpret_cast<const float2*>(s_lse + col);
     const float2 delta = *reinterpret_cast<const float2*>(s_delta + col);
 #pragma unroll
@@ -40,8 +44,9 @@ __device__ __forceinline__ void scores_to_gradients(BwdScores& s, BwdScores& dp,
       const float row_lse = (e & 1) ? lse.y : lse.x;
       const float row_delta = (e & 1) ? delta.y : delta.x;
       const float p = ptx::exp2_fast(fmaf(s[0][t][e], scale_log2, -row_lse));
-      s[0][t][e] = real[e / 2] ? p : 0.0f;
-      dp[0][t][e] = real[e / 2] ? p * (dp[0][t][e] - row_delta) : 0.0f;
+      const bool real = real_key[e / 2] && real_row[e & 1];
+      s[0][t][e] = real ? p : 0.0f;
+      dp[0][t][e] = real ? p * (dp[0][t][e] - row_delta) : 0.0f;
     }
   }
 }

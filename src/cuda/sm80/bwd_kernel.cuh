@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
     typename Consumer::Scores s, dp;
     consumer.scores(sk, sv, sq, sdo, s, dp);
-    consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid);
+    consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, sched.real_rows(pair));
     consumer.accumulate(sq, sdo, s, dp);
     if (add_dq) consumer.store_ds(sds, dp);
 

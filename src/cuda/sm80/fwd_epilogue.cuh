@@ -1,7 +1,10 @@
 // Epilogue of the forward kernels (the portable one and both Hopper ones):
 // normalize O by the row sums, write it through shared memory as 16-byte
 // coalesced stores, and write the base-2 LSE. Rows that saw no key get O = 0
-// and lse = kEmptyRowLse. With the fused gate combine (CtaOutputs::coarse),
+// and lse = kEmptyRowLse, and so do padding rows (q_variable_block_sizes,
+// write_output's real_rows), selected as they are copied out: the main loops
+// compute them like any row (whatever their q holds, it stays in its row),
+// so the mask costs nothing per tile. With the fused gate combine (CtaOutputs::coarse),
 // each staged chunk of 8 rounded outputs becomes fine + coarse · gate on its
 // way out: the arithmetic of the combine kernel (layer/gate_combine.cu), so
 // the same bits, without a second pass over out.
@@ -41,7 +44,7 @@ __device__ __forceinline__ void prefetch_gate_rows(const FwdKernelParams& p, con
 // round trip.
 template <class Elem, class Tile, int kLaneChunks>
 __device__ __forceinline__ void store_combined_rows(const Elem* stage, int row0, int lane,
-                                                    const CtaOutputs<Elem>& dst) {
+                                                    const CtaOutputs<Elem>& dst, int real_rows) {
   const int chunk = lane % Tile::kChunks;  // the same chunk on every pass: 32 lanes cover whole rows
   const auto row_of = [&](int k) { return row0 + (lane + 32 * k) / Tile::kChunks; };
   uint4 gate_raw[kLaneChunks];
@@ -57,6 +60,10 @@ __device__ __forceinline__ void store_combined_rows(const Elem* stage, int row0,
     const int row = row_of(k);
     float fine[8], gate[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
     layer::load8(stage + Tile::offset(row, chunk), fine);
+    if (row >= real_rows) {  // a padding row: the attention part is 0 (its staged O may be NaN)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) fine[e] = 0.0f;
+    }
     if (dst.gate != nullptr) layer::unpack8<Elem>(gate_raw[k], gate);
 #pragma unroll
     for (int e = 0; e < 8; ++e) fine[e] = detail::combine_step(fine[e], coarse[e], gate[e]);
@@ -66,9 +73,12 @@ __device__ __forceinline__ void store_combined_rows(const Elem* stage, int row0,
 
 // `stage` is the CTA's shared Q tile: each warp stages its output rows over
 // its own Q rows, which no other warp reads, so no CTA barrier is needed.
+// Rows of the CTA from `real_rows` on are padding (QueryScheduler::real_rows;
+// a separate argument: one more CtaOutputs field made the portable D = 128
+// kernel spill in its main loop).
 template <class Elem, int kHeadDim, int kRowTiles>
 __device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles>& c, Elem* stage,
-                             const CtaOutputs<Elem>& dst) {
+                             const CtaOutputs<Elem>& dst, int real_rows) {
   using Consumer = FwdConsumer<Elem, kHeadDim, kRowTiles>;
   using Tile = typename Consumer::Tile;
   const int lane = c.lane();
@@ -99,19 +109,24 @@ __device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles>& c, El
   static_assert(Consumer::kWarpRows * Tile::kChunks % 32 == 0 && 32 % Tile::kChunks == 0,
                 "a warp's lanes cover whole staged rows");
   if (dst.coarse != nullptr) {
-    store_combined_rows<Elem, Tile, kLaneChunks>(stage, row0, lane, dst);
+    store_combined_rows<Elem, Tile, kLaneChunks>(stage, row0, lane, dst, real_rows);
   } else {
 #pragma unroll
     for (int i = lane; i < Consumer::kWarpRows * Tile::kChunks; i += 32) {
       const int row = row0 + i / Tile::kChunks;
       const int chunk = i % Tile::kChunks;
+      // Selected, not multiplied by 0: a padding row's staged O may be NaN.
       *reinterpret_cast<uint4*>(dst.out + row * dst.out_row_stride + chunk * 8) =
-          *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk));
+          row < real_rows ? *reinterpret_cast<const uint4*>(stage + Tile::offset(row, chunk))
+                              : make_uint4(0, 0, 0, 0);
     }
   }
   if (dst.lse != nullptr && lane % 4 == 0) {
 #pragma unroll
-    for (int r = 0; r < Consumer::kRowSlots; ++r) dst.lse[row0 + lane / 4 + 8 * r] = lse[r];
+    for (int r = 0; r < Consumer::kRowSlots; ++r) {
+      const int row = row0 + lane / 4 + 8 * r;
+      dst.lse[row] = row < real_rows ? lse[r] : kEmptyRowLse;
+    }
   }
 }
 

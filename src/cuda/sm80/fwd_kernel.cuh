@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
     __syncthreads();
   }
 
-  write_output(consumer, sq, cta_outputs<Elem, kHeadDim>(p, sched));
+  write_output(consumer, sq, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
 }
 
 template <class Elem, int kHeadDim, int kCtaRows>

@@ -108,11 +108,13 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
     next_block = block_after;
     valid = valid_next;
   }
+  const int real_rows = sched.real_rows();  // padding rows' dq is zero
   ptx::cp_async_wait<0>();  // with no tiles, Q and dO are still in flight
   __syncthreads();          // and every product reading Q is done before it is used for staging
   using Grad = float[1][kHeadDim / 8][4];
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dq), p.scale, warp, lane,
-                                        reinterpret_cast<Elem*>(smem + (sq - smem0)), rows.dq, p.dq_stride.seq);
+                                        reinterpret_cast<Elem*>(smem + (sq - smem0)), rows.dq, p.dq_stride.seq,
+                                        real_rows);
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_registers(s_flat);
     fence_registers(dp_flat);
 
-    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane);
+    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane, sched.real_rows(pair));
     if (add_dq) sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
     std::uint32_t pa[kSteps][4], dsa[kSteps][4];
     pack_a<Elem>(s, pa);

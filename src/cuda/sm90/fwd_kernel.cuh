@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
 
   // Generic stores into the staging rows: plain [row][D] layout, as sm80's.
   Elem* stage = reinterpret_cast<Elem*>(smem + (sq - ptx::smem_addr(smem)));
-  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched));
+  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   // Every product that read Q is done (the loop's barriers, or no tiles), and
   // every requested tile has landed: the epilogue stages O over Q.
   Elem* stage = reinterpret_cast<Elem*>(smem + (buf.q - ptx::smem_addr(smem)));
-  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched));
+  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

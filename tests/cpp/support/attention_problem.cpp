@@ -11,6 +11,20 @@ namespace vsa::test {
 
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-2; }
 
+namespace {
+
+// Padding query rows hold their drawn values times this (exact in every
+// dtype, finite): far from any real row's, so a padding row that leaked into
+// a result would show.
+constexpr double kPaddingScale = 512.0;
+
+}  // namespace
+
+std::vector<std::int64_t> query_row_cuts(std::int64_t block) {
+  if (block == 128) return {0, 1, 63, 64, 65, 127, 128, 17};
+  return {0, 1, 15, 16, 17, 63, 64};
+}
+
 HostTensor AttentionProblem::sequence_tensor(std::int64_t heads, std::int64_t seq) const {
   const AttentionCase& c = case_;
   std::vector<std::int64_t> shape = c.layout == Layout::bhsd
@@ -33,6 +47,14 @@ AttentionProblem::AttentionProblem(const AttentionCase& c, std::uint64_t seed) :
   q.fill_random(rng_);
   k.fill_random(rng_);
   v.fill_random(rng_);
+  if (c.q_padding) {
+    q_values_ = q;
+    q_vbs = HostTensor(c.q_vbs_dtype, {c.num_q_blocks});
+    const std::vector<std::int64_t> cuts = query_row_cuts(c.block);
+    const auto start = std::uniform_int_distribution<std::size_t>(0, cuts.size() - 1)(rng_);
+    for (std::int64_t i = 0; i < c.num_q_blocks; ++i)
+      set_q_vbs(i, cuts[(start + static_cast<std::size_t>(i)) % cuts.size()]);
+  }
 
   vbs = HostTensor(c.vbs_dtype, {c.num_kv_blocks});
   std::uniform_int_distribution<std::int64_t> partial(1, c.block - 1);
@@ -102,6 +124,33 @@ void AttentionProblem::fill_kv_block(std::int64_t j) {
         }
 }
 
+template <class Visit>
+void AttentionProblem::each_element_of_row(const HostTensor& t, std::int64_t seq, Visit&& visit) const {
+  const AttentionCase& c = case_;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t x = 0; x < c.head_dim; ++x)
+        visit(c.layout == Layout::bhsd ? t.flat_index(b, h, seq, x) : t.flat_index(b, seq, h, x));
+}
+
+void AttentionProblem::set_q_vbs(std::int64_t block, std::int64_t real) {
+  q_vbs.set_int(block, real);
+  fill_q_block(block);
+}
+
+bool AttentionProblem::padding_row(std::int64_t seq) const {
+  return case_.q_padding && seq % case_.block >= q_vbs.get_int(seq / case_.block);
+}
+
+void AttentionProblem::fill_q_block(std::int64_t i) {
+  for (std::int64_t s = i * case_.block; s < (i + 1) * case_.block; ++s) {
+    const bool padding = padding_row(s);
+    each_element_of_row(q, s, [&](std::int64_t flat) {
+      q.set(flat, q_values_.get(flat) * (padding ? kPaddingScale : 1.0));
+    });
+  }
+}
+
 AttentionInputs AttentionProblem::inputs() const {
   AttentionInputs in;
   in.q = q.ref();
@@ -110,6 +159,7 @@ AttentionInputs AttentionProblem::inputs() const {
   in.q2k_idx = q2k_idx.ref();
   in.q2k_num = q2k_num.ref();
   in.variable_block_sizes = vbs.ref();
+  if (case_.q_padding) in.q_variable_block_sizes = q_vbs.ref();
   in.layout = case_.layout;
   in.scale = case_.scale;
   return in;
@@ -141,6 +191,12 @@ BackwardParams AttentionProblem::backward_params() {
         }
       }
   dout.fill_random(rng_);
+  for (std::int64_t s = 0; s < c.seq_q(); ++s) {
+    if (!padding_row(s)) continue;
+    each_element_of_row(out, s, [&](std::int64_t flat) { out.poison_at(flat); });
+    each_element_of_row(dout, s, [&](std::int64_t flat) { dout.set(flat, dout.get(flat) * kPaddingScale); });
+    for (std::int64_t bh = 0; bh < c.batch * c.heads; ++bh) lse.poison_at(bh * c.seq_q() + s);
+  }
   dq.poison();
   dk.poison();
   dv.poison();
@@ -185,10 +241,13 @@ ReferenceProblem AttentionProblem::reference() const {
                      bhsd_values(v),
                      {},
                      {},
+                     {},
                      {}};
   for (std::int64_t e = 0; e < q2k_idx.numel(); ++e) r.q2k_idx.push_back(q2k_idx.get_int(e));
   for (std::int64_t e = 0; e < q2k_num.numel(); ++e) r.q2k_num.push_back(q2k_num.get_int(e));
   for (std::int64_t e = 0; e < vbs.numel(); ++e) r.vbs.push_back(vbs.get_int(e));
+  if (c.q_padding)
+    for (std::int64_t e = 0; e < q_vbs.numel(); ++e) r.q_vbs.push_back(q_vbs.get_int(e));
   return r;
 }
 

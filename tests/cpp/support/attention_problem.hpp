@@ -24,11 +24,20 @@ struct AttentionCase {
   Layout layout = Layout::bhsd;
   bool padded_rows = false;  // q/k/v/outputs as non-contiguous views with gaps between rows
   bool duplicates = false;   // lists may name a block more than once
+  // q_variable_block_sizes given, cutting the query blocks at the boundaries
+  // of query_row_cuts() in turn; the q rows past a cut hold finite garbage
+  // (512 times the values drawn), as the contract allows.
+  bool q_padding = false;
+  DType q_vbs_dtype = DType::i32;
   float scale = 0.0f;        // 0: the default 1/sqrt(D)
 
   std::int64_t seq_q() const { return num_q_blocks * block; }
   std::int64_t seq_kv() const { return num_kv_blocks * block; }
 };
+
+// Where the q-padding cases cut query blocks of `block` rows: none, one,
+// each side of the 16-row fragment and 64-row tile edges, the whole block.
+std::vector<std::int64_t> query_row_cuts(std::int64_t block);
 
 // Relative Frobenius tolerance of DESIGN.md §4 for the case's input dtype.
 double tolerance(DType dtype);
@@ -46,12 +55,19 @@ class AttentionProblem {
   void set_list(std::int64_t b, std::int64_t h, std::int64_t i, const std::vector<std::int64_t>& blocks);
   // Also refills the block's keys and values (NaN past `valid`).
   void set_vbs(std::int64_t block, std::int64_t valid);
+  // q_variable_block_sizes[block] = real (q_padding cases only); refills the
+  // block's q rows (garbage past `real`).
+  void set_q_vbs(std::int64_t block, std::int64_t real);
+  // Whether row `seq` of the query sequence is padding (past its block's q_vbs).
+  bool padding_row(std::int64_t seq) const;
 
   AttentionInputs inputs() const;
   // Outputs are poisoned by these; the params point at them.
   ForwardParams forward_params(bool need_lse = true);
   // dout random; out and lse taken from the reference forward (rounded to
   // the dtype), so the backward is checked independently of the forward.
+  // Padding query rows get NaN in out and lse, which nothing may read, and
+  // finite garbage in dout (512 times the values drawn).
   BackwardParams backward_params();
 
   ReferenceProblem reference() const;
@@ -67,6 +83,7 @@ class AttentionProblem {
   const AttentionCase& spec() const { return case_; }
 
   HostTensor q, k, v, q2k_idx, q2k_num, vbs;
+  HostTensor q_vbs;  // [NQ], only with spec().q_padding
   HostTensor out, lse, dout, dq, dk, dv;
 
  private:
@@ -74,10 +91,16 @@ class AttentionProblem {
   // Block j's keys and values: the random values below vbs[j], the poison
   // (NaN) past it, where no backend may let them reach a result.
   void fill_kv_block(std::int64_t j);
+  // Query block i's rows: the drawn values below q_vbs[i], garbage past it.
+  void fill_q_block(std::int64_t i);
+  // The element indices of row `seq` (all heads, batches and D) of a
+  // q-shaped tensor.
+  template <class Visit>
+  void each_element_of_row(const HostTensor& t, std::int64_t seq, Visit&& visit) const;
 
   AttentionCase case_;
   std::mt19937_64 rng_;
-  HostTensor k_values_, v_values_;  // k and v as drawn, padding included
+  HostTensor q_values_, k_values_, v_values_;  // q, k and v as drawn, padding included
 };
 
 }  // namespace vsa::test

@@ -47,6 +47,8 @@ AttentionCase random_attention_case(std::mt19937_64& rng, SweepBackend backend) 
   c.vbs_dtype = pick(rng, {DType::i32, DType::i64});
   c.padded_rows = one_in(rng, 4);
   c.duplicates = one_in(rng, 4);
+  c.q_padding = one_in(rng, 3);
+  c.q_vbs_dtype = pick(rng, {DType::i32, DType::i64});
   // A third of the cases get a custom scale, within 2x of the default
   // 1/sqrt(D) as models use. Much sharper softmaxes (5x the default) put
   // bf16 dq/dk past 1e-2 of the float64 gradient: the backward's delta =
@@ -73,7 +75,9 @@ std::string describe(const AttentionCase& c) {
          s(c.num_kv_blocks) + " blk" + s(c.block) + " D" + s(c.head_dim) + " max_kv" + s(c.max_kv) +
          " idx/num/vbs " + dtype_name(c.idx_dtype) + "/" + dtype_name(c.num_dtype) + "/" +
          dtype_name(c.vbs_dtype) + (c.padded_rows ? " padded-rows" : "") +
-         (c.duplicates ? " duplicates" : "") + " scale " + std::to_string(c.scale);
+         (c.duplicates ? " duplicates" : "") +
+         (c.q_padding ? std::string(" q-padding ") + dtype_name(c.q_vbs_dtype) : std::string()) + " scale " +
+         std::to_string(c.scale);
 }
 
 std::int64_t sweep_cases(const char* variable, std::int64_t fallback) {

@@ -29,9 +29,10 @@ HeadAttention attend(const ReferenceProblem& p, std::int64_t b, std::int64_t h) 
 
   for (std::int64_t i = 0; i < num_q_blocks; ++i) {
     const std::int64_t row = (b * p.heads + h) * num_q_blocks + i;
+    const std::int64_t real = p.q_vbs.empty() ? p.block : p.q_vbs[static_cast<std::size_t>(i)];
     for (std::int64_t e = 0; e < p.q2k_num[row]; ++e) {
       const std::int64_t j = p.q2k_idx[row * p.max_kv + e];
-      for (std::int64_t r = i * p.block; r < (i + 1) * p.block; ++r)
+      for (std::int64_t r = i * p.block; r < i * p.block + real; ++r)
         for (std::int64_t c = j * p.block; c < j * p.block + p.vbs[j]; ++c) a.weight[r * skv + c] += 1.0;
     }
   }

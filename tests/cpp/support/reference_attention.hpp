@@ -13,6 +13,9 @@ struct ReferenceProblem {
   double scale;
   std::vector<double> q, k, v;  // [B, H, Sq, D] and [B, Hkv, Skv, D]
   std::vector<std::int64_t> q2k_idx, q2k_num, vbs;
+  // q_variable_block_sizes [NQ]; empty: every query row is real. A row past
+  // it attends to nothing: an empty row.
+  std::vector<std::int64_t> q_vbs;
 };
 
 struct ReferenceForward {
