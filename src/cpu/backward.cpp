@@ -10,7 +10,6 @@
 // a fixed order (chunks, then query blocks, then list entries), whatever the
 // thread count. Every product is a single-threaded matmul on the item's
 // thread. Padding query rows (q_variable_block_sizes) enter no product: their
-// dq rows are written as zeros, and they add nothing to dk or dv. Padding query rows (q_variable_block_sizes) enter no product: their
 // dq rows are written as zeros, and they add nothing to dk or dv.
 #include <algorithm>
 #include <span>
