@@ -55,11 +55,13 @@ class QueryScheduler {
   __device__ std::int64_t first_key(int index, std::int64_t block) const {
     return block * p_.block + (index & ((1 << tile_shift_) - 1)) * kTileRows;
   }
-  // Keys [0, result) of the tile are real; <= 0 means none (skip the tile).
+  // Keys [0, result) of the tile are real, result in [0, 64]; 0 means none
+  // (the second tile of a 128-token block holding fewer than 64 tokens). Never
+  // negative: the kernels zero the tile's rows from `result` on.
   __device__ int valid_keys(int index, std::int64_t block) const {
     const int valid = static_cast<int>(load_meta(p_.vbs, p_.vbs_is_64, block)) -
                       (index & ((1 << tile_shift_) - 1)) * kTileRows;
-    return valid < kTileRows ? valid : kTileRows;
+    return valid < 0 ? 0 : valid < kTileRows ? valid : kTileRows;
   }
 
  private:
