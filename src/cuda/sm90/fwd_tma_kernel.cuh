@@ -29,10 +29,9 @@
 #include "cuda/common/launch.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
-#include "cuda/sm90/register_fragments.cuh"
+#include "cuda/sm90/fwd_tile_math.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 #include "cuda/sm90/tensor_maps.hpp"
-#include "cuda/sm90/tma.cuh"
 
 namespace vsa::cuda::sm90 {
 
@@ -64,22 +63,9 @@ struct FwdTmaSmem {
   __device__ static std::uint32_t v_parity(int j) { return static_cast<std::uint32_t>(j >> 1) & 1u; }
 };
 
-// The producer's request: a [64 rows][D] tile from `row` of (head, batch), one
-// 64-column box per 128-byte swizzle block, all completing on `full`.
-template <int kHeadDim>
-__device__ __forceinline__ void request_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
-                                             std::int64_t row, int head, int batch) {
-  mbarrier_expect_bytes(full, SwizzledTile<kHeadDim>::kBytes);
-#pragma unroll
-  for (int c = 0; c < kHeadDim / 64; ++c)
-    tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
-}
-
 template <class Elem, int kHeadDim>
 __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fwd_tma_kernel(const __grid_constant__ FwdTmaParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1>;
-  constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
   const FwdKernelParams& p = params.p;
   const FwdTensorMaps& maps = params.maps;
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -113,28 +99,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     }
   }
 
-  Consumer consumer(static_cast<int>(threadIdx.x) / 32);
-  float(&o)[kHeadDim / 2] = reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
-  // P(t−1), the A operand of the P·V product in flight; zero for a tile with
-  // no real keys, so every tile issues the same products. The loop body has
-  // no branch around a wgmma: ptxas serializes products it cannot follow.
-  std::uint32_t p_prev[kTileRows / 16][4];
-  typename Consumer::Scores s;
-  float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
-  const auto issue_scores = [&] {
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(buf.q, kk), k_major_desc<kHeadDim>(buf.k, kk), kk > 0);
-    wgmma_commit();
-    fence_registers(s_flat);
-  };
-  const auto issue_pv = [&](int j) {  // O += P(j)·V(j), P(j) in p_prev
-#pragma unroll
-    for (int kk = 0; kk < kTileRows / 16; ++kk)
-      wgmma_rs<kBf16, kHeadDim>(o, p_prev[kk], mn_major_desc<kHeadDim>(buf.v(j), kk), 1);
-    wgmma_commit();
-    fence_registers(o);
-  };
+  FwdTileMath<Elem, kHeadDim> math(static_cast<int>(threadIdx.x) / 32);
   const auto wait_v = [&](int j) { mbarrier_wait(buf.v_full(j), FwdTmaSmem<kHeadDim>::v_parity(j)); };
   // Keys past vbs get P = 0, but 0 · NaN is NaN: the padding rows of a
   // partial tile's V, which the caller may fill with anything, are zeroed
@@ -153,36 +118,19 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     if (producer && t + 1 < num_tiles)
       request_tile<kHeadDim>(buf.k, buf.k_full, maps.k, sched.first_key(t + 1, next_block), kv_head, batch);
   };
-  // The softmax of tile t's scores, P into p_prev once O may be rescaled
-  // (`then` runs in between: the wait for the product in flight).
-  const auto softmax_into_p = [&](int valid, auto then) {
-    float correction[Consumer::kRowSlots];
-    bool grew = false;
-    if (valid > 0) {
-      if (valid < kTileRows) consumer.mask_keys(s, valid);
-      grew = consumer.softmax_scores(s, p.scale_log2, correction);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kTileRows / 2; ++i) s_flat[i] = 0.0f;  // no keys: P = 0
-    }
-    then();
-    if (grew) consumer.rescale_o(correction);
-    pack_a<Elem>(s, p_prev);
-  };
-
   std::int64_t block = num_tiles > 0 ? sched.block_of(0) : 0;
   mbarrier_wait(buf.q_full, 0);  // also before the epilogue stages O over Q, with no tiles
   if (num_tiles > 0) {  // tile 0: no product in flight yet
     const std::int64_t next_block = sched.block_of(1);
     mbarrier_wait(buf.k_full, 0);
     wgmma_fence();
-    issue_scores();
+    math.issue_scores(buf.q, buf.k);
     wgmma_wait<0>();
-    fence_registers(s_flat);
+    fence_registers(math.s_flat());
     const int valid = sched.valid_keys(0, block);
     clear_v_padding(0, valid);
     after_scores(0, next_block);
-    softmax_into_p(valid, [] {});
+    math.softmax_into_p(valid, p.scale_log2, [] {});
     block = next_block;
   }
   for (int t = 1; t < num_tiles; ++t) {
@@ -190,17 +138,17 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     const std::int64_t next_block = sched.block_of(t + 1);
     mbarrier_wait(buf.k_full, static_cast<std::uint32_t>(t) & 1u);
     wait_v(t - 1);
-    fence_registers(o);
+    fence_registers(math.o());
     wgmma_fence();
-    issue_scores();
-    issue_pv(t - 1);
+    math.issue_scores(buf.q, buf.k);
+    math.issue_pv(buf.v(t - 1));
     wgmma_wait<1>();  // S(t), the older group, while P·V(t−1) runs on
-    fence_registers(s_flat);
+    fence_registers(math.s_flat());
     clear_v_padding(t, valid);
     after_scores(t, next_block);
-    softmax_into_p(valid, [&] {
+    math.softmax_into_p(valid, p.scale_log2, [&] {
       wgmma_wait<0>();
-      fence_registers(o);
+      fence_registers(math.o());
       __syncthreads();  // every warp's P·V(t−1) has read V(t−1): its buffer takes V(t+1)
       if (producer && t + 1 < num_tiles)
         request_tile<kHeadDim>(buf.v(t + 1), buf.v_full(t + 1), maps.v, sched.first_key(t + 1, next_block), kv_head,
@@ -210,17 +158,17 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   }
   if (num_tiles > 0) {  // the last tile's P·V
     wait_v(num_tiles - 1);
-    fence_registers(o);
+    fence_registers(math.o());
     wgmma_fence();
-    issue_pv(num_tiles - 1);
+    math.issue_pv(buf.v(num_tiles - 1));
     wgmma_wait<0>();
-    fence_registers(o);
+    fence_registers(math.o());
   }
   __syncthreads();  // every warp's products are done reading Q and V
   // Every product that read Q is done (the loop's barriers, or no tiles), and
   // every requested tile has landed: the epilogue stages O over Q.
   Elem* stage = reinterpret_cast<Elem*>(smem + (buf.q - ptx::smem_addr(smem)));
-  sm80::write_output(consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
+  sm80::write_output(math.consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

@@ -1,13 +1,15 @@
 // Hopper tiles shared by the sm_90 kernels (forward and backward): a
 // [64 rows][D] tile of 16-bit elements in the 128-byte-swizzled layout that
 // wgmma's shared-memory descriptors describe, its cp.async copy by one
-// warpgroup, and its descriptors as a K-major or MN-major operand.
+// warpgroup or its TMA request by one thread, and its descriptors as a
+// K-major or MN-major operand.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/ptx.cuh"
+#include "cuda/sm90/tma.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
 namespace vsa::cuda::sm90 {
@@ -44,6 +46,18 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
   for (int pass = 0; pass < kTileRows / kRowsPerPass; ++pass)
     ptx::cp_async_16_or_zero(dst0 + pass * kRowsPerPass * 128, src0 + pass * kRowsPerPass * row_stride,
                              row + pass * kRowsPerPass < valid_rows);
+}
+
+// One thread's request for a [64 rows][D] tile from `row` of (head, batch)
+// of a 4-D tensor map: one 64-column box per 128-byte swizzle block, all
+// completing on `full`.
+template <int kHeadDim>
+__device__ __forceinline__ void request_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+                                             std::int64_t row, int head, int batch) {
+  mbarrier_expect_bytes(full, SwizzledTile<kHeadDim>::kBytes);
+#pragma unroll
+  for (int c = 0; c < kHeadDim / 64; ++c)
+    tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
 }
 
 // Rows [first_row, 64) of a tile set to zero by the warpgroup's threads

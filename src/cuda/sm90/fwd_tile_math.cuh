@@ -1,0 +1,80 @@
+// The Hopper forward's work on one 64-key tile: the consumer part of v2,
+// whose kernel (fwd_tma_kernel.cuh) keeps the loads, the barriers and the
+// epilogue, so another schedule of the same tiles can reuse it (the
+// warp-specialized experiment of branch sm90-ws did). One warpgroup issues
+// S = Q·Kᵀ (8 or 4 wgmma m64n64k16, both operands from shared memory) and
+// O += P·V (4 wgmma m64nDk16, P from registers, V MN-major), and turns S into
+// P with the online softmax of the portable consumer (a warp of a warpgroup
+// holds its 16 rows as the m16n8 fragments that kernel uses).
+//
+// The softmax of tile t runs while P·V of tile t−1 is on the tensor cores:
+// P(t−1) waits in p_prev until that product is issued, and O is rescaled by
+// tile t's new maxima only once the product is done (softmax_into_p's `then`).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/numeric.cuh"
+#include "cuda/sm80/fwd_consumer.cuh"
+#include "cuda/sm90/register_fragments.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
+
+namespace vsa::cuda::sm90 {
+
+template <class Elem, int kHeadDim>
+struct FwdTileMath {
+  using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1>;
+  static constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
+
+  Consumer consumer;
+  typename Consumer::Scores s;
+  // P(t−1), the A operand of the P·V product in flight; zero for a tile with
+  // no real keys, so every tile issues the same products (ptxas serializes
+  // products behind a branch it cannot follow).
+  std::uint32_t p_prev[kTileRows / 16][4];
+
+  __device__ explicit FwdTileMath(int warp) : consumer(warp) {}
+
+  __device__ float (&o())[kHeadDim / 2] {
+    return reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
+  }
+  __device__ float (&s_flat())[kTileRows / 2] { return reinterpret_cast<float(&)[kTileRows / 2]>(s); }
+
+  // S = Q·Kᵀ into s (a new group); the caller fenced the registers first.
+  __device__ void issue_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      wgmma_ss<kBf16, kTileRows>(s_flat(), k_major_desc<kHeadDim>(q_tile, kk), k_major_desc<kHeadDim>(k_tile, kk),
+                                 kk > 0);
+    wgmma_commit();
+    fence_registers(s_flat());
+  }
+  // O += P·V with P in p_prev (a new group).
+  __device__ void issue_pv(std::uint32_t v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kTileRows / 16; ++kk)
+      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim>(v_tile, kk), 1);
+    wgmma_commit();
+    fence_registers(o());
+  }
+  // The softmax of the scores in s (keys [0, valid) real), then P into
+  // p_prev; `then` runs in between, before O is rescaled: the wait for the
+  // P·V product in flight.
+  template <class Then>
+  __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
+    float correction[Consumer::kRowSlots];
+    bool grew = false;
+    if (valid > 0) {
+      if (valid < kTileRows) consumer.mask_keys(s, valid);
+      grew = consumer.softmax_scores(s, scale_log2, correction);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTileRows / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
+    }
+    then();
+    if (grew) consumer.rescale_o(correction);
+    pack_a<Elem>(s, p_prev);
+  }
+};
+
+}  // namespace vsa::cuda::sm90
