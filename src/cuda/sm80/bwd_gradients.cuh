@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/numeric.cuh"
 #include "cuda/common/ptx.cuh"
@@ -27,28 +28,42 @@ using BwdScores = float[1][kBwdRowTiles][4];
 // exactly zero and they add nothing to dQ. So do query rows (columns) at or
 // past `real_rows`, padding rows (q_variable_block_sizes), whose lse and
 // delta may be anything: they add nothing to dK and dV (their q and dO rows
-// enter the products times 0, so must be finite) and nothing to dQ.
+// enter the products times 0, so must be finite) and nothing to dQ. A pair
+// with every key and row real (most pairs: only the last tile of a block can
+// be partial) takes a branch without the selects; the branch is uniform
+// over the CTA.
 __device__ __forceinline__ void scores_to_gradients(BwdScores& s, BwdScores& dp, const float* s_lse,
                                                     const float* s_delta, float scale_log2, int valid, int key0,
                                                     int lane, int real_rows = kTileRows) {
   const int key = key0 + lane / 4;
   const bool real_key[2] = {key < valid, key + 8 < valid};
+  const auto step = [&](auto masked) {
 #pragma unroll
-  for (int t = 0; t < kBwdRowTiles; ++t) {
-    const int col = 8 * t + 2 * (lane % 4);
-    const bool real_row[2] = {col < real_rows, col + 1 < real_rows};
-    const float2 lse = *reinterpret_cast<const float2*>(s_lse + col);
-    const float2 delta = *reinterpret_cast<const float2*>(s_delta + col);
+    for (int t = 0; t < kBwdRowTiles; ++t) {
+      const int col = 8 * t + 2 * (lane % 4);
+      const bool real_row[2] = {col < real_rows, col + 1 < real_rows};
+      const float2 lse = *reinterpret_cast<const float2*>(s_lse + col);
+      const float2 delta = *reinterpret_cast<const float2*>(s_delta + col);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float row_lse = (e & 1) ? lse.y : lse.x;
-      const float row_delta = (e & 1) ? delta.y : delta.x;
-      const float p = ptx::exp2_fast(fmaf(s[0][t][e], scale_log2, -row_lse));
-      const bool real = real_key[e / 2] && real_row[e & 1];
-      s[0][t][e] = real ? p : 0.0f;
-      dp[0][t][e] = real ? p * (dp[0][t][e] - row_delta) : 0.0f;
+      for (int e = 0; e < 4; ++e) {
+        const float row_lse = (e & 1) ? lse.y : lse.x;
+        const float row_delta = (e & 1) ? delta.y : delta.x;
+        const float p = ptx::exp2_fast(fmaf(s[0][t][e], scale_log2, -row_lse));
+        if constexpr (decltype(masked)::value) {
+          const bool real = real_key[e / 2] && real_row[e & 1];
+          s[0][t][e] = real ? p : 0.0f;
+          dp[0][t][e] = real ? p * (dp[0][t][e] - row_delta) : 0.0f;
+        } else {
+          s[0][t][e] = p;
+          dp[0][t][e] = p * (dp[0][t][e] - row_delta);
+        }
+      }
     }
-  }
+  };
+  if (valid >= kTileRows && real_rows >= kTileRows)
+    step(std::false_type{});
+  else
+    step(std::true_type{});
 }
 
 // The dQ pass's view of the same step: rows are the warp's query rows
