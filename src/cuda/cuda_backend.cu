@@ -37,28 +37,46 @@ void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStre
     sm80::launch_fwd<Elem, kHeadDim, 64>(kp, batch, stream);
 }
 
-// The Hopper forward: v2 (TMA loads) when the driver can describe q, k and v
-// as TMA tensors and the caller did not ask for v1; v1 (cp.async) otherwise.
+// The device's SM count, cached per device like device_arch (no sync).
+int sm_count(int device_index) {
+  static std::array<std::atomic<int>, 64> cache{};
+  int count = cache[device_index].load(std::memory_order_relaxed);
+  if (count == 0) {
+    check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device_index),
+               "cudaDeviceGetAttribute(multiProcessorCount)");
+    cache[device_index].store(count, std::memory_order_relaxed);
+  }
+  return count;
+}
+
+// The Hopper forward: v2 (TMA loads), or v3 for sm90ws, when the driver can
+// describe q, k and v as TMA tensors and the caller did not ask for v1; v1
+// (cp.async) otherwise.
 template <class Elem, int kHeadDim>
-void launch_hopper(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream, KernelFamily kernel) {
+void launch_hopper(const FwdKernelParams& kp, const ProblemShape& s, int device_index, cudaStream_t stream,
+                   KernelFamily kernel) {
   const int batch = static_cast<int>(s.batch);
   sm90::FwdTensorMaps maps;
-  if (kernel == KernelFamily::sm90 &&
+  if (kernel != KernelFamily::sm90_v1 &&
       sm90::encode_fwd_tensor_maps(kp, std::is_same_v<Elem, __nv_bfloat16>, batch, static_cast<int>(s.kv_heads),
-                                   s.seq_q, s.seq_kv, kHeadDim, maps))
-    sm90::launch_fwd_tma<Elem, kHeadDim>(kp, maps, batch, stream);
-  else
+                                   s.seq_q, s.seq_kv, kHeadDim, maps)) {
+    if (kernel == KernelFamily::sm90_ws)
+      sm90::launch_fwd_ws<Elem, kHeadDim>(kp, maps, batch, sm_count(device_index), stream);
+    else
+      sm90::launch_fwd_tma<Elem, kHeadDim>(kp, maps, batch, stream);
+  } else {
     sm90::launch_fwd<Elem, kHeadDim>(kp, batch, stream);
+  }
 }
 
 template <class Elem>
-void launch_for_dim(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream,
+void launch_for_dim(const FwdKernelParams& kp, const ProblemShape& s, int device_index, cudaStream_t stream,
                     KernelFamily kernel) {
   if (is_hopper(kernel)) {
     if (s.head_dim == 64)
-      launch_hopper<Elem, 64>(kp, s, stream, kernel);
+      launch_hopper<Elem, 64>(kp, s, device_index, stream, kernel);
     else
-      launch_hopper<Elem, 128>(kp, s, stream, kernel);
+      launch_hopper<Elem, 128>(kp, s, device_index, stream, kernel);
     return;
   }
   if (s.head_dim == 64)
@@ -155,9 +173,9 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
   const DeviceGuard device(in.q.device_index);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   if (in.q.dtype == DType::bf16)
-    launch_for_dim<__nv_bfloat16>(kp, s, stream, kernel);
+    launch_for_dim<__nv_bfloat16>(kp, s, in.q.device_index, stream, kernel);
   else
-    launch_for_dim<__half>(kp, s, stream, kernel);
+    launch_for_dim<__half>(kp, s, in.q.device_index, stream, kernel);
 }
 
 }  // namespace vsa::cuda

@@ -20,7 +20,13 @@ constexpr bool kBuiltWithSm90a =
 }  // namespace
 
 const char* kernel_family_name(KernelFamily k) {
-  return k == KernelFamily::sm90 ? "sm90" : k == KernelFamily::sm90_v1 ? "sm90v1" : "sm80";
+  switch (k) {
+    case KernelFamily::sm90: return "sm90";
+    case KernelFamily::sm90_ws: return "sm90ws";
+    case KernelFamily::sm90_v1: return "sm90v1";
+    case KernelFamily::sm80: break;
+  }
+  return "sm80";
 }
 
 KernelFamily kernel_family_for(int compute_capability) {
@@ -28,14 +34,14 @@ KernelFamily kernel_family_for(int compute_capability) {
   const char* requested = std::getenv("VSA_CUDA_KERNEL");
   if (requested == nullptr || requested[0] == '\0') return sm90_runs ? KernelFamily::sm90 : KernelFamily::sm80;
   if (std::strcmp(requested, "sm80") == 0) return KernelFamily::sm80;
-  const bool v1 = std::strcmp(requested, "sm90v1") == 0;
-  if (v1 || std::strcmp(requested, "sm90") == 0) {
-    if (sm90_runs) return v1 ? KernelFamily::sm90_v1 : KernelFamily::sm90;
+  for (const KernelFamily hopper : {KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1}) {
+    if (std::strcmp(requested, kernel_family_name(hopper)) != 0) continue;
+    if (sm90_runs) return hopper;
     throw Error(ErrorKind::unsupported, "VSA_CUDA_KERNEL", "a kernel this device and build can run",
                 std::string(requested) + " on compute capability " + std::to_string(compute_capability) +
                     (kBuiltWithSm90a ? "" : " (this build has no sm_90a code)"));
   }
-  throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80, sm90 or sm90v1 (or unset)", requested);
+  throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80, sm90, sm90ws or sm90v1 (or unset)", requested);
 }
 
 }  // namespace vsa::cuda

@@ -3,21 +3,22 @@
 //
 // sm_90 devices get the Hopper (wgmma) kernels when this build carries sm_90a
 // code; every other device, and builds without it, the portable mma.sync
-// kernels. The environment variable VSA_CUDA_KERNEL=sm80|sm90|sm90v1
-// overrides the choice (to test or benchmark the portable kernels, or the
-// Hopper forward's first version, on a Hopper GPU); asking for a kernel the
+// kernels. The environment variable VSA_CUDA_KERNEL=sm80|sm90|sm90ws|sm90v1
+// overrides the choice (to test or benchmark the portable kernels, or another
+// version of the Hopper forward, on a Hopper GPU); asking for a kernel the
 // device or build cannot run is an error, not a fallback.
 //
-// Within the Hopper family the forward has two versions: v2 loads tiles with
-// TMA, v1 with cp.async. v2 runs whenever the driver can describe q, k and v
-// as TMA tensors (decided on the host from their strides, with no sync:
-// cuda_backend.cu); v1 runs otherwise, and for sm90v1.
+// Within the Hopper family the forward has three versions: v2 loads tiles
+// with TMA, v3 (sm90ws) adds warp specialization and a persistent grid, v1
+// loads with cp.async. v2 (v3 for sm90ws) runs whenever the driver can
+// describe q, k and v as TMA tensors (decided on the host from their strides,
+// with no sync: cuda_backend.cu); v1 runs otherwise, and for sm90v1.
 #pragma once
 
 namespace vsa::cuda {
 
-// sm90_v1: the Hopper kernels with the forward's first version.
-enum class KernelFamily { sm80, sm90, sm90_v1 };
+// sm90_ws, sm90_v1: the Hopper kernels with the forward's third or first version.
+enum class KernelFamily { sm80, sm90, sm90_ws, sm90_v1 };
 
 inline bool is_hopper(KernelFamily k) { return k != KernelFamily::sm80; }
 

@@ -141,6 +141,32 @@ INSTANTIATE_TEST_SUITE_P(DimsBlocksLayouts, CudaForwardLists,
                          ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128),
                                             ::testing::Values(Layout::bhsd, Layout::bshd)));
 
+// More query tiles than a persistent grid has consumers (two per SM: 264 on
+// an H200), so every consumer warpgroup of the Hopper forward's v3 runs
+// several work items and its Q, K and V rings wrap across items: 600 tiles
+// of random lists (lengths 0 to 4, partial and empty blocks), batch 2, GQA.
+class CudaForwardManyTiles : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaForwardManyTiles, EveryConsumerRunsSeveralItems) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [head_dim, block] = GetParam();
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = head_dim;
+  c.block = block;
+  c.batch = 2;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.num_q_blocks = 150 * 64 / block;
+  c.num_kv_blocks = 12;
+  c.max_kv = 4;
+  AttentionProblem problem(c, next_seed());
+  expect_gpu_forward_matches(problem, true, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DimsAndBlocks, CudaForwardManyTiles,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128)));
+
 TEST(CudaDevice, CallersCurrentDeviceIsKept) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) GTEST_SKIP() << "needs two CUDA devices";

@@ -37,16 +37,18 @@ TEST_F(KernelChoice, OverrideSelectsThePortableKernelOnHopper) {
   EXPECT_EQ(kernel_family_for(90), KernelFamily::sm80);
 }
 
-TEST_F(KernelChoice, OverrideSelectsTheFirstHopperForward) {
-  setenv("VSA_CUDA_KERNEL", "sm90v1", 1);
-  if (built_with_sm90a()) {
-    EXPECT_EQ(kernel_family_for(90), KernelFamily::sm90_v1);
-    EXPECT_TRUE(is_hopper(KernelFamily::sm90_v1));
-    EXPECT_STREQ(kernel_family_name(KernelFamily::sm90_v1), "sm90v1");
-  } else {
-    EXPECT_THROW(kernel_family_for(90), Error);
+TEST_F(KernelChoice, OverrideSelectsEachHopperForwardVersion) {
+  for (const KernelFamily version : {KernelFamily::sm90_v1, KernelFamily::sm90_ws}) {
+    const std::string name = version == KernelFamily::sm90_v1 ? "sm90v1" : "sm90ws";
+    EXPECT_EQ(kernel_family_name(version), name);
+    EXPECT_TRUE(is_hopper(version));
+    setenv("VSA_CUDA_KERNEL", name.c_str(), 1);
+    if (built_with_sm90a())
+      EXPECT_EQ(kernel_family_for(90), version) << name;
+    else
+      EXPECT_THROW(kernel_family_for(90), Error) << name;
+    EXPECT_THROW(kernel_family_for(80), Error) << name;
   }
-  EXPECT_THROW(kernel_family_for(80), Error);
 }
 
 TEST_F(KernelChoice, HopperKernelElsewhereIsRefusedWithAReason) {

@@ -20,12 +20,12 @@ namespace vsa::cuda {
 template <int kCtaRows, class Params = FwdKernelParams>
 class QueryScheduler {
  public:
+  // The CTA's tile in a grid of query tiles × heads × batch (query_tile_grid).
   __device__ explicit QueryScheduler(const Params& p)
-      : p_(p),
-        batch_(static_cast<int>(blockIdx.z)),
-        head_(static_cast<int>(blockIdx.y)),
-        q_tile_(static_cast<int>(blockIdx.x)),
-        tile_shift_(p.block == 2 * kTileRows ? 1 : 0) {
+      : QueryScheduler(p, static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x)) {}
+  // Query tile `q_tile` of (batch, head): a persistent kernel's work item.
+  __device__ QueryScheduler(const Params& p, int batch, int head, int q_tile)
+      : p_(p), batch_(batch), head_(head), q_tile_(q_tile), tile_shift_(p.block == 2 * kTileRows ? 1 : 0) {
     const int q_block = q_tile_ * kCtaRows / p.block;
     const std::int64_t row =
         (static_cast<std::int64_t>(batch_) * p.heads + head_) * p.num_q_blocks + q_block;

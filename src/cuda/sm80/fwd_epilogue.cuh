@@ -24,14 +24,16 @@ namespace vsa::cuda::sm80 {
 // Asks L2 for the CTA's gate rows at the start of the kernel, so the
 // epilogue's gate loads hit L2 instead of waiting on memory at the end of
 // the CTA (where nothing of this CTA is left to overlap them). Without the
-// fused combine (or without a gate) it does nothing.
+// fused combine (or without a gate) it does nothing. The `threads` threads
+// that own the tile share the requests (`thread`: this one's index among them).
 template <class Elem, int kHeadDim, int kCtaRows>
-__device__ __forceinline__ void prefetch_gate_rows(const FwdKernelParams& p, const QueryScheduler<kCtaRows>& sched) {
+__device__ __forceinline__ void prefetch_gate_rows(const FwdKernelParams& p, const QueryScheduler<kCtaRows>& sched,
+                                                   int thread, int threads) {
   if (p.coarse == nullptr || p.gate == nullptr) return;
   const CtaOutputs<Elem> dst = cta_outputs<Elem, kHeadDim>(p, sched);
   constexpr int kLineElems = 128 / static_cast<int>(sizeof(Elem));  // one 128-byte L2 line
   constexpr int kLines = kHeadDim / kLineElems;                      // per gate row: 1 or 2
-  for (int i = static_cast<int>(threadIdx.x); i < kCtaRows * kLines; i += static_cast<int>(blockDim.x))
+  for (int i = thread; i < kCtaRows * kLines; i += threads)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(dst.gate + (i / kLines) * dst.gate_row_stride +
                                                    (i % kLines) * kLineElems));
 }

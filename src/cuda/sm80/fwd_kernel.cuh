@@ -51,7 +51,8 @@ __global__ void __launch_bounds__(fwd_threads<kCtaRows>(), fwd_ctas_per_sm<kCtaR
   Elem* const sv = sk + Tile::kElems;
 
   const QueryScheduler<kCtaRows> sched(p);
-  prefetch_gate_rows<Elem, kHeadDim>(p, sched);  // read by the epilogue
+  // Read by the epilogue.
+  prefetch_gate_rows<Elem, kHeadDim>(p, sched, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
   const auto [q, k, v] = cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 

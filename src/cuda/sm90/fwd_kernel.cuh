@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(kThreads, 3) fwd_kernel(const __grid_constant_
   const std::uint32_t sq = base, sk = base + Tile::kBytes, sv = base + 2 * Tile::kBytes;
 
   const QueryScheduler<kTileRows> sched(p);
-  sm80::prefetch_gate_rows<Elem, kHeadDim>(p, sched);  // read by the epilogue
+  // Read by the epilogue.
+  sm80::prefetch_gate_rows<Elem, kHeadDim>(p, sched, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
   const auto [q, k, v] = cta_inputs<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 

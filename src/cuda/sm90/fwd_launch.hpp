@@ -1,9 +1,10 @@
-// Host-visible declarations of the Hopper forward launchers: the second
-// version (TMA loads, fwd_tma_kernel.cuh) and the first (cp.async loads,
-// fwd_kernel.cuh), which runs what TMA cannot describe and the override
-// VSA_CUDA_KERNEL=sm90v1. Their explicit instantiations live in generated
-// translation units (fwd_instance.cu.in, fwd_tma_instance.cu.in). The kernel
-// bodies exist only in sm_90a code.
+// Host-visible declarations of the Hopper forward launchers: the third
+// version (warp-specialized and persistent, fwd_ws_kernel.cuh; the override
+// VSA_CUDA_KERNEL=sm90ws), the second (TMA loads, fwd_tma_kernel.cuh) and the
+// first (cp.async loads, fwd_kernel.cuh), which runs what TMA cannot describe
+// and the override VSA_CUDA_KERNEL=sm90v1. Their explicit instantiations live
+// in generated translation units (fwd_*instance.cu.in). The kernel bodies
+// exist only in sm_90a code.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,5 +31,16 @@ extern template void launch_fwd_tma<__nv_bfloat16, 64>(const FwdKernelParams&, c
 extern template void launch_fwd_tma<__nv_bfloat16, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
 extern template void launch_fwd_tma<__half, 64>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
 extern template void launch_fwd_tma<__half, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
+
+// num_sms: the device's SM count (the persistent grid's size).
+template <class Elem, int kHeadDim>
+void launch_fwd_ws(const FwdKernelParams& p, const FwdTensorMaps& maps, int batch, int num_sms, cudaStream_t stream);
+
+extern template void launch_fwd_ws<__nv_bfloat16, 64>(const FwdKernelParams&, const FwdTensorMaps&, int, int,
+                                                      cudaStream_t);
+extern template void launch_fwd_ws<__nv_bfloat16, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, int,
+                                                       cudaStream_t);
+extern template void launch_fwd_ws<__half, 64>(const FwdKernelParams&, const FwdTensorMaps&, int, int, cudaStream_t);
+extern template void launch_fwd_ws<__half, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, int, cudaStream_t);
 
 }  // namespace vsa::cuda::sm90

@@ -1,7 +1,6 @@
-// The Hopper forward's work on one 64-key tile: the consumer part of v2,
-// whose kernel (fwd_tma_kernel.cuh) keeps the loads, the barriers and the
-// epilogue, so another schedule of the same tiles can reuse it (the
-// warp-specialized experiment of branch sm90-ws did). One warpgroup issues
+// The Hopper forward's work on one 64-key tile, shared by v2
+// (fwd_tma_kernel.cuh) and the v3 experiment (fwd_ws_kernel.cuh), whose
+// kernels keep the loads, the barriers and the epilogue. One warpgroup issues
 // S = Q·Kᵀ (8 or 4 wgmma m64n64k16, both operands from shared memory) and
 // O += P·V (4 wgmma m64nDk16, P from registers, V MN-major), and turns S into
 // P with the online softmax of the portable consumer (a warp of a warpgroup

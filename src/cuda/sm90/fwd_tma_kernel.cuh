@@ -74,7 +74,8 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   const bool producer = threadIdx.x == 0;
 
   const QueryScheduler<kTileRows> sched(p);
-  sm80::prefetch_gate_rows<Elem, kHeadDim>(p, sched);  // read by the epilogue
+  // Read by the epilogue.
+  sm80::prefetch_gate_rows<Elem, kHeadDim>(p, sched, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
   const int num_tiles = sched.num_tiles();
   const int batch = sched.batch(), kv_head = sched.kv_head();
 

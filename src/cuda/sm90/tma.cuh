@@ -2,10 +2,13 @@
 // (cp.async.bulk.tensor) described by a CUtensorMap, completing on a shared
 // mbarrier that counts the bytes still to land ("transaction count").
 //
-// A full/empty protocol is not needed where the consumer and the issuing
-// thread are one warpgroup: the warpgroup synchronizes before the issuing
-// thread reuses a buffer. Each barrier here guards one buffer and flips its
-// phase once per fill, so a waiter passes `fill_count & 1`.
+// Where the consumer and the issuing thread are one warpgroup (v2), no
+// full/empty protocol is needed: the warpgroup synchronizes before the
+// issuing thread reuses a buffer. Where they are different warps (v3), each
+// buffer has a "full" barrier (the copy's bytes) and an "empty" one (the
+// consumers' arrivals once they are done reading). Each barrier flips its
+// phase once per use, so a waiter for use u passes parity u & 1; a producer
+// waits for "empty" with parity (u & 1) ^ 1, which a fresh barrier passes.
 #pragma once
 
 #include <cuda.h>
@@ -24,6 +27,10 @@ __device__ __forceinline__ void mbarrier_init_fence() {
 // The issuing thread's arrival, announcing `bytes` that the copies will deliver.
 __device__ __forceinline__ void mbarrier_expect_bytes(std::uint32_t bar, std::uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// A plain arrival (no bytes): a consumer releasing the buffer the barrier guards.
+__device__ __forceinline__ void mbarrier_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Blocks until the barrier's phase `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t parity) {
