@@ -201,15 +201,15 @@ fi
 cuda_tests=build/gpu/tests/cuda/vsa_cuda_tests
 # The suites whose kernels VSA_CUDA_KERNEL=sm80 switches to the portable family
 # (parameterized suites carry a prefix: Cases/CudaForward.*), and those that
-# sm90v1 switches to the Hopper forward's first version.
+# sm90v1 and sm90ws switch to another version of the Hopper forward.
 portable_suites='*CudaForward*:*CudaPartialBlocks*:*CudaBackward*:CudaSweep*:CudaFailedCall*'
-hopper_v1_suites='*CudaForward*:*CudaPartialBlocks*:CudaSweep.*Forward*:CudaFailedCall*'
+hopper_forward_suites='*CudaForward*:*CudaPartialBlocks*:CudaSweep.*Forward*:CudaFailedCall*'
 
 if want reliability; then
   note "reliability: CUDA sweep, ${VSA_GPU_SWEEP_CASES:-1000} cases per kernel"
-  for kernel in sm90 sm90v1 sm80; do
+  for kernel in sm90 sm90ws sm90v1 sm80; do
     sweep='CudaSweep*:CudaFailedCall*'
-    [[ $kernel == sm90v1 ]] && sweep='CudaSweep.Forward*'  # v1 is a forward kernel only
+    [[ $kernel == sm90v1 || $kernel == sm90ws ]] && sweep='CudaSweep.Forward*'  # forward kernels only
     VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_GPU_SWEEP_CASES:-1000} \
       "$cuda_tests" --gtest_filter="$sweep" >> "$OUT/reliability.log" 2>&1 ||
       { note "reliability sweep ($kernel) FAILED"; status=1; }
@@ -226,7 +226,7 @@ if want sanitize; then
     for kernel in ${VSA_SANITIZE_KERNELS:-sm90 sm80}; do
       filter='*'
       [[ $kernel == sm80 ]] && filter=$portable_suites
-      [[ $kernel == sm90v1 ]] && filter=$hopper_v1_suites
+      [[ $kernel == sm90v1 || $kernel == sm90ws ]] && filter=$hopper_forward_suites
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
       note "sanitize: $tool, VSA_CUDA_KERNEL=$kernel"

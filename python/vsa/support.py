@@ -110,8 +110,8 @@ def _static_support(*specs_layout_scale) -> tuple[bool, str]:
 
 
 def cuda_forward_kernel_or_reason(device_index: int) -> str:
-    """'sm90' or 'sm80': the CUDA forward kernel vsa runs on this device (honoring
-    VSA_CUDA_KERNEL), or 'none (why)' when there is none."""
+    """The CUDA kernel family vsa runs on this device ('sm90', 'sm80', or what
+    VSA_CUDA_KERNEL names: 'sm90v1', 'sm90ws'), or 'none (why)' when there is none."""
     try:
         return _C.cuda_forward_kernel(device_index)
     except (_C.UnsupportedError, RuntimeError, ValueError) as e:

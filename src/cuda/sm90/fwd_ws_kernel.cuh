@@ -7,7 +7,8 @@
 //   consumer warpgroup owns one 64-row query tile at a time; producer warp c
 //   (one thread) requests everything consumer c reads, by TMA, into that
 //   consumer's ring. The producer warpgroup gives its registers to the
-//   consumers (setmaxnreg: 40 and 232 per thread).
+//   consumers (setmaxnreg: 56 and 224 per thread; at 40 the producer's loop
+//   spilled).
 // - Rings. Per consumer, two buffers each of Q, K and V, each with a "full"
 //   barrier (the TMA bytes) and an "empty" one (one arrival per consumer warp
 //   once its products have read the buffer). So K(t+1) and V(t+1) are
