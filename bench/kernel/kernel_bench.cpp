@@ -3,7 +3,11 @@
 // The full benchmark with peers is `vsa bench`; this one is for iterating on
 // kernels. The backward counts 2.5x the forward's FLOPs (FastVideo's rule).
 //
-//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1] [only]
+//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1/2] [only]
+//
+// partial: 0 every block whole; 1 every fifth block 48 of 64 tokens; 2 the
+// Wan 480p latent's tiling (21×30×52 in 4×4×4 tiles: 624 blocks, a quarter
+// of them holding 8, 16 or 32 tokens; needs num_blocks 624 and block 64).
 //
 // only: 0 times everything; 1 the forward, 2 the backward, 3 the deterministic
 // backward alone (so a profiler sees one kind of launch).
@@ -67,7 +71,7 @@ int main(int argc, char** argv) {
   const std::int64_t heads = arg(argc, argv, 1, 12), nk = arg(argc, argv, 2, 624);
   const std::int64_t topk = arg(argc, argv, 3, 63), dim = arg(argc, argv, 4, 128);
   const std::int64_t block = arg(argc, argv, 5, 64);
-  const bool partial = arg(argc, argv, 6, 1) != 0;
+  const std::int64_t partial = arg(argc, argv, 6, 1);
   const std::int64_t only = arg(argc, argv, 7, 0);
   const std::int64_t seq = nk * block, elems = heads * seq * dim;
 
@@ -85,8 +89,18 @@ int main(int argc, char** argv) {
   }
   // Partial blocks as in a tiled latent: every 5th block holds 48 of 64 tokens.
   std::vector<std::int32_t> vbs(nk, static_cast<std::int32_t>(block));
-  if (partial)
+  if (partial == 1)
     for (std::int64_t j = 4; j < nk; j += 5) vbs[j] = static_cast<std::int32_t>(block * 3 / 4);
+  if (partial == 2) {
+    if (nk != 6 * 8 * 13 || block != 64) {
+      std::fprintf(stderr, "partial 2 (the Wan 480p tiling) needs num_blocks 624 and block 64\n");
+      return 1;
+    }
+    for (std::int64_t j = 0; j < nk; ++j) {  // tiles (t, h, w), t outermost; the last t and h tiles are cut
+      const std::int64_t t = j / (8 * 13), h = j / 13 % 8;
+      vbs[j] = static_cast<std::int32_t>((t == 5 ? 1 : 4) * (h == 7 ? 2 : 4) * 4);
+    }
+  }
 
   __nv_bfloat16* d_qkv = to_device(qkv);
   std::int32_t* d_idx = to_device(idx);
@@ -129,7 +143,7 @@ int main(int argc, char** argv) {
     const double flops = 4.0 * static_cast<double>(heads * dim * seq * topk * block);
     std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d:", static_cast<long long>(heads),
                 static_cast<long long>(nk), static_cast<long long>(topk), static_cast<long long>(dim),
-                static_cast<long long>(block), partial ? 1 : 0);
+                static_cast<long long>(block), static_cast<int>(partial));
     if (only == 0 || only == 1) {
       const double fwd = median_ms([&] { vsa::forward(p); });
       std::printf(" fwd %.3f ms (%.1f TFLOP/s)", fwd, flops / fwd / 1e9);
