@@ -85,7 +85,7 @@ if want kernels; then
   note "kernels: forward and backward of both kernel families, no Python (bench/kernel)"
   kb=build/gpu/bench/kernel/vsa_kernel_bench
   for family in default sm90ws sm90v1 sm80; do
-    for shape in "12 624 63 128 64 1" "16 768 64 128 64 0" "16 384 32 128 128 0" "12 624 63 64 64 1"; do
+    for shape in "12 624 63 128 64 2" "12 624 63 128 64 1" "16 768 64 128 64 0" "16 384 32 128 128 0" "12 624 63 64 64 1"; do
       # shellcheck disable=SC2086
       echo "$family: $(if [[ $family == default ]]; then $kb $shape; else VSA_CUDA_KERNEL=$family $kb $shape; fi 2>&1)"
     done
