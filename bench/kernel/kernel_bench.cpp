@@ -9,8 +9,9 @@
 // Wan 480p latent's tiling (21×30×52 in 4×4×4 tiles: 624 blocks, a quarter
 // of them holding 8, 16 or 32 tokens; needs num_blocks 624 and block 64).
 //
-// only: 0 times everything; 1 the forward, 2 the backward, 3 the deterministic
-// backward alone (so a profiler sees one kind of launch).
+// only: 0 times everything; 1 the forward (with and without lse), 2 the
+// backward, 3 the deterministic backward alone (so a profiler sees one kind of
+// launch).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -147,6 +148,12 @@ int main(int argc, char** argv) {
     if (only == 0 || only == 1) {
       const double fwd = median_ms([&] { vsa::forward(p); });
       std::printf(" fwd %.3f ms (%.1f TFLOP/s)", fwd, flops / fwd / 1e9);
+      // The inference path must never be the slower one (issue 11).
+      vsa::ForwardParams no_lse = p;
+      no_lse.need_lse = false;
+      no_lse.lse = TensorRef{};
+      const double fwd_no_lse = median_ms([&] { vsa::forward(no_lse); });
+      std::printf(" fwd without lse %.3f ms", fwd_no_lse);
     }
     if (only != 1) vsa::forward(p);  // out and lse for the backward
     if (only == 0 || only == 2) {
