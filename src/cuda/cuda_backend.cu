@@ -27,6 +27,38 @@ namespace {
 // sm_120 code plus its PTX on 12.x and later.
 bool arch_has_code(int cc) { return cc / 10 == 8 || cc == 90 || cc == 100 || cc == 103 || cc >= 120; }
 
+// A per-device fact that never changes (compute capability, SM count),
+// queried once per device and process and then read without a driver call;
+// `cache` is a function-local static of the caller.
+using DeviceCache = std::array<std::atomic<int>, 64>;
+template <class Query>
+int cached_per_device(DeviceCache& cache, int device_index, Query query) {
+  if (device_index < 0 || device_index >= static_cast<int>(cache.size()))
+    throw Error(ErrorKind::invalid_argument, "q.device", "a CUDA device index in [0, 64)",
+                std::to_string(device_index));
+  int value = cache[device_index].load(std::memory_order_relaxed);
+  if (value == 0) {
+    value = query();
+    cache[device_index].store(value, std::memory_order_relaxed);
+  }
+  return value;
+}
+
+int device_attribute(cudaDeviceAttr attribute, int device_index, const char* what) {
+  int value = 0;
+  check_cuda(cudaDeviceGetAttribute(&value, attribute, device_index), what);
+  return value;
+}
+
+// The persistent forward's grid size.
+int sm_count(int device_index) {
+  static DeviceCache cache{};
+  return cached_per_device(cache, device_index, [&] {
+    return device_attribute(cudaDevAttrMultiProcessorCount, device_index,
+                            "cudaDeviceGetAttribute(multiProcessorCount)");
+  });
+}
+
 // A CTA owns one whole query block (64 or 128 rows).
 template <class Elem, int kHeadDim>
 void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
@@ -35,18 +67,6 @@ void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStre
     sm80::launch_fwd<Elem, kHeadDim, 128>(kp, batch, stream);
   else
     sm80::launch_fwd<Elem, kHeadDim, 64>(kp, batch, stream);
-}
-
-// The device's SM count, cached per device like device_arch (no sync).
-int sm_count(int device_index) {
-  static std::array<std::atomic<int>, 64> cache{};
-  int count = cache[device_index].load(std::memory_order_relaxed);
-  if (count == 0) {
-    check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device_index),
-               "cudaDeviceGetAttribute(multiProcessorCount)");
-    cache[device_index].store(count, std::memory_order_relaxed);
-  }
-  return count;
 }
 
 // The Hopper forward: v2 (TMA loads), or v3 for sm90ws, when the driver can
@@ -91,21 +111,11 @@ bool compiled() { return true; }
 std::string archs() { return VSA_CUDA_ARCHS_STRING; }
 
 int device_arch(int device_index) {
-  static std::array<std::atomic<int>, 64> cache{};
-  if (device_index < 0 || device_index >= static_cast<int>(cache.size()))
-    throw Error(ErrorKind::invalid_argument, "q.device", "a CUDA device index in [0, 64)",
-                std::to_string(device_index));
-  int cc = cache[device_index].load(std::memory_order_relaxed);
-  if (cc == 0) {
-    int major = 0, minor = 0;
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index),
-               "cudaDeviceGetAttribute(major)");
-    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index),
-               "cudaDeviceGetAttribute(minor)");
-    cc = major * 10 + minor;
-    cache[device_index].store(cc, std::memory_order_relaxed);
-  }
-  return cc;
+  static DeviceCache cache{};
+  return cached_per_device(cache, device_index, [&] {
+    return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor, device_index, "cudaDeviceGetAttribute(major)") +
+           device_attribute(cudaDevAttrComputeCapabilityMinor, device_index, "cudaDeviceGetAttribute(minor)");
+  });
 }
 
 std::string forward_kernel(int device_index) {
