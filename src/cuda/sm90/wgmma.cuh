@@ -49,74 +49,41 @@ __device__ __forceinline__ void fence_registers(float (&r)[kN]) {
 #define VSA_WGMMA_TYPES_true ".f32.bf16.bf16"
 #define VSA_WGMMA_TYPES_false ".f32.f16.f16"
 
-// D(64 x N) (+)= A(64 x 16) · B(16 x N), both from shared memory. kMnMajor
-// false: A and B K-major (S = Q·Kᵀ); true: both MN-major, i.e. stored with
-// the reduction dimension along rows (dQ = dS·K from dSᵀ and K tiles).
-// accumulate = 0 overwrites D.
-template <bool kIsBf16, int kN, bool kMnMajor = false>
+// D(64 x N) (+)= A(64 x 16) · B(16 x N), both from shared memory. An
+// operand is K-major (the reduction dimension contiguous along a row: Q and
+// K in S = Q·Kᵀ, dSᵀ in dK += dSᵀ·Q) or MN-major (the reduction runs down the
+// rows: dS and K in dQ = dS·K from dSᵀ and K tiles, Q in dK += dSᵀ·Q); the
+// transpose flags are immediates. accumulate = 0 overwrites D.
+template <bool kIsBf16, int kN, bool kMnMajorA = false, bool kMnMajorB = kMnMajorA>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b,
-                                         int accumulate);
-
-template <>
-__device__ __forceinline__ void wgmma_ss<true, 64, false>(float (&d)[32], std::uint64_t desc_a,
-                                                       std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16" VSA_WGMMA_TYPES_true " " VSA_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : VSA_WGMMA_OUT32(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+                                         int accumulate) {
+  static_assert(kN == 64 || kN == 128, "m64n64 or m64n128");
+  constexpr int kTransA = kMnMajorA ? 1 : 0, kTransB = kMnMajorB ? 1 : 0;
+  if constexpr (kN == 64 && kIsBf16)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16" VSA_WGMMA_TYPES_true " " VSA_WGMMA_D32 ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : VSA_WGMMA_OUT32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
+  else if constexpr (kN == 64)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16" VSA_WGMMA_TYPES_false " " VSA_WGMMA_D32 ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : VSA_WGMMA_OUT32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
+  else if constexpr (kIsBf16)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16" VSA_WGMMA_TYPES_true " " VSA_WGMMA_D64 ", %64, %65, p, 1, 1, %67, %68;\n}\n"
+        : VSA_WGMMA_OUT64(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16" VSA_WGMMA_TYPES_false " " VSA_WGMMA_D64 ", %64, %65, p, 1, 1, %67, %68;\n}\n"
+        : VSA_WGMMA_OUT64(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
 }
-
-template <>
-__device__ __forceinline__ void wgmma_ss<false, 64, false>(float (&d)[32], std::uint64_t desc_a,
-                                                       std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16" VSA_WGMMA_TYPES_false " " VSA_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : VSA_WGMMA_OUT32(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_ss<true, 64, true>(float (&d)[32], std::uint64_t desc_a,
-                                                       std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16" VSA_WGMMA_TYPES_true " " VSA_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"
-      : VSA_WGMMA_OUT32(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_ss<false, 64, true>(float (&d)[32], std::uint64_t desc_a,
-                                                       std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16" VSA_WGMMA_TYPES_false " " VSA_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"
-      : VSA_WGMMA_OUT32(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_ss<true, 128, true>(float (&d)[64], std::uint64_t desc_a,
-                                                       std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16" VSA_WGMMA_TYPES_true " " VSA_WGMMA_D64 ", %64, %65, p, 1, 1, 1, 1;\n}\n"
-      : VSA_WGMMA_OUT64(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_ss<false, 128, true>(float (&d)[64], std::uint64_t desc_a,
-                                                       std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16" VSA_WGMMA_TYPES_false " " VSA_WGMMA_D64 ", %64, %65, p, 1, 1, 1, 1;\n}\n"
-      : VSA_WGMMA_OUT64(d)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
 
 // D(64 x N) += A(64 x 16, registers) · B(16 x N), B MN-major in shared memory
 // (O += P·V with V stored [keys][D]: the transpose flag of B is set).
