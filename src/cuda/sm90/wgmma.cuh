@@ -49,16 +49,15 @@ __device__ __forceinline__ void fence_registers(float (&r)[kN]) {
 #define VSA_WGMMA_TYPES_true ".f32.bf16.bf16"
 #define VSA_WGMMA_TYPES_false ".f32.f16.f16"
 
-// D(64 x N) (+)= A(64 x 16) · B(16 x N), both from shared memory. An
-// operand is K-major (the reduction dimension contiguous along a row: Q and
-// K in S = Q·Kᵀ, dSᵀ in dK += dSᵀ·Q) or MN-major (the reduction runs down the
-// rows: dS and K in dQ = dS·K from dSᵀ and K tiles, Q in dK += dSᵀ·Q); the
+// D(64 x N) (+)= A(64 x 16) · B(16 x N), both from shared memory. kMnMajor
+// false: A and B K-major (S = Q·Kᵀ); true: both MN-major, i.e. stored with
+// the reduction dimension along rows (dQ = dS·K from dSᵀ and K tiles); the
 // transpose flags are immediates. accumulate = 0 overwrites D.
-template <bool kIsBf16, int kN, bool kMnMajorA = false, bool kMnMajorB = kMnMajorA>
+template <bool kIsBf16, int kN, bool kMnMajor = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b,
                                          int accumulate) {
   static_assert(kN == 64 || kN == 128, "m64n64 or m64n128");
-  constexpr int kTransA = kMnMajorA ? 1 : 0, kTransB = kMnMajorB ? 1 : 0;
+  constexpr int kTransA = kMnMajor ? 1 : 0, kTransB = kTransA;
   if constexpr (kN == 64 && kIsBf16)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
