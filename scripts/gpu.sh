@@ -6,7 +6,8 @@
 #   scripts/gpu.sh [stage ...]     stages: cpp python ctest pytest kernels bench
 #                                  (default: these; `build` means cpp python);
 #                                  also `profile`: Nsight Compute on one backward
-#                                  of each dq path (Wan 480p shape), and
+#                                  of each dq path (Wan 480p shape), with the key
+#                                  pass's stall samples per SASS line, and
 #                                  `profile-forward`: on vsa's and ThunderKittens'
 #                                  forward kernels (Wan 480p, H16 S49152), and
 #                                  `profile-layer`: on the layer's own kernels
@@ -100,6 +101,13 @@ if want profile; then
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
       build/gpu/bench/kernel/vsa_kernel_bench 12 624 63 128 64 1 "$only"
   done > "$OUT/profile.log" 2>&1 || { note "profile FAILED"; status=1; }
+  # Where the atomic key pass's warps wait (the dQ step's cost, docs/kernel-notes.md):
+  # every section and the stall samples per SASS instruction of one launch.
+  ncu --clock-control none -k "regex:bwd_kernel" --launch-skip 2 --launch-count 1 --set full \
+    --import-source yes -o "$OUT/bwd" build/gpu/bench/kernel/vsa_kernel_bench 12 624 63 128 64 2 2 \
+    >> "$OUT/profile.log" 2>&1 || { note "profile (stall samples) FAILED"; status=1; }
+  ncu --import "$OUT/bwd.ncu-rep" --page details >> "$OUT/profile.log" 2>&1
+  ncu --import "$OUT/bwd.ncu-rep" --page source --csv --print-source sass > "$OUT/bwd-sass.csv" 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput" \
     "$OUT/profile.log" | tee -a "$OUT/summary.txt"
 fi
