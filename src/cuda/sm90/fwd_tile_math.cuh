@@ -39,22 +39,33 @@ struct FwdTileMath {
   }
   __device__ float (&s_flat())[kTileRows / 2] { return reinterpret_cast<float(&)[kTileRows / 2]>(s); }
 
-  // S = Q·Kᵀ into s (a new group); the caller fenced the registers first.
-  __device__ void issue_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      wgmma_ss<kBf16, kTileRows>(s_flat(), k_major_desc<kHeadDim>(q_tile, kk), k_major_desc<kHeadDim>(k_tile, kk),
-                                 kk > 0);
-    wgmma_commit();
+  // Tile 0: S(0) = Q·K(0)ᵀ alone, waited for.
+  __device__ void first_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
+    wgmma_fence();
+    issue_scores(q_tile, k_tile);
+    wgmma_wait<0>();
     fence_registers(s_flat());
   }
-  // O += P·V with P in p_prev (a new group).
-  __device__ void issue_pv(std::uint32_t v_tile) {
-#pragma unroll
-    for (int kk = 0; kk < kTileRows / 16; ++kk)
-      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim>(v_tile, kk), 1);
-    wgmma_commit();
+  // Tile t ≥ 1: S(t), then O += P(t−1)·V(t−1); waits only for S(t), the
+  // older group, while the P·V product runs on (wait_pv ends it).
+  __device__ void scores_under_pv(std::uint32_t q_tile, std::uint32_t k_tile, std::uint32_t v_prev) {
     fence_registers(o());
+    wgmma_fence();
+    issue_scores(q_tile, k_tile);
+    issue_pv(v_prev);
+    wgmma_wait<1>();
+    fence_registers(s_flat());
+  }
+  __device__ void wait_pv() {
+    wgmma_wait<0>();
+    fence_registers(o());
+  }
+  // After the last tile: its P·V, waited for.
+  __device__ void last_pv(std::uint32_t v_tile) {
+    fence_registers(o());
+    wgmma_fence();
+    issue_pv(v_tile);
+    wait_pv();
   }
   // The softmax of the scores in s (keys [0, valid) real), then P into
   // p_prev; `then` runs in between, before O is rescaled: the wait for the
@@ -73,6 +84,25 @@ struct FwdTileMath {
     then();
     if (grew) consumer.rescale_o(correction);
     pack_a<Elem>(s, p_prev);
+  }
+
+ private:
+  // S = Q·Kᵀ into s (a new group); the caller fenced the registers first.
+  __device__ void issue_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      wgmma_ss<kBf16, kTileRows>(s_flat(), k_major_desc<kHeadDim>(q_tile, kk), k_major_desc<kHeadDim>(k_tile, kk),
+                                 kk > 0);
+    wgmma_commit();
+    fence_registers(s_flat());
+  }
+  // O += P·V with P in p_prev (a new group).
+  __device__ void issue_pv(std::uint32_t v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kTileRows / 16; ++kk)
+      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim>(v_tile, kk), 1);
+    wgmma_commit();
+    fence_registers(o());
   }
 };
 

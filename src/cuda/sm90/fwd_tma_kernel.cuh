@@ -124,10 +124,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   if (num_tiles > 0) {  // tile 0: no product in flight yet
     const std::int64_t next_block = sched.block_of(1);
     mbarrier_wait(buf.k_full, 0);
-    wgmma_fence();
-    math.issue_scores(buf.q, buf.k);
-    wgmma_wait<0>();
-    fence_registers(math.s_flat());
+    math.first_scores(buf.q, buf.k);
     const int valid = sched.valid_keys(0, block);
     clear_v_padding(0, valid);
     after_scores(0, next_block);
@@ -139,17 +136,11 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     const std::int64_t next_block = sched.block_of(t + 1);
     mbarrier_wait(buf.k_full, static_cast<std::uint32_t>(t) & 1u);
     wait_v(t - 1);
-    fence_registers(math.o());
-    wgmma_fence();
-    math.issue_scores(buf.q, buf.k);
-    math.issue_pv(buf.v(t - 1));
-    wgmma_wait<1>();  // S(t), the older group, while P·V(t−1) runs on
-    fence_registers(math.s_flat());
+    math.scores_under_pv(buf.q, buf.k, buf.v(t - 1));
     clear_v_padding(t, valid);
     after_scores(t, next_block);
     math.softmax_into_p(valid, p.scale_log2, [&] {
-      wgmma_wait<0>();
-      fence_registers(math.o());
+      math.wait_pv();
       __syncthreads();  // every warp's P·V(t−1) has read V(t−1): its buffer takes V(t+1)
       if (producer && t + 1 < num_tiles)
         request_tile<kHeadDim>(buf.v(t + 1), buf.v_full(t + 1), maps.v, sched.first_key(t + 1, next_block), kv_head,
@@ -159,11 +150,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   }
   if (num_tiles > 0) {  // the last tile's P·V
     wait_v(num_tiles - 1);
-    fence_registers(math.o());
-    wgmma_fence();
-    math.issue_pv(buf.v(num_tiles - 1));
-    wgmma_wait<0>();
-    fence_registers(math.o());
+    math.last_pv(buf.v(num_tiles - 1));
   }
   __syncthreads();  // every warp's products are done reading Q and V
   // Every product that read Q is done (the loop's barriers, or no tiles), and

@@ -149,10 +149,7 @@ __device__ void consume(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
     if (num_tiles > 0) {  // tile 0: no product in flight yet
       const std::int64_t next_block = sched.block_of(1);
       wait_full(Ring::kK, 0);
-      wgmma_fence();
-      math.issue_scores(q, k_of(0));
-      wgmma_wait<0>();
-      fence_registers(math.s_flat());
+      math.first_scores(q, k_of(0));
       release(Ring::kK, 0);
       const int valid = sched.valid_keys(0, block);
       clear_v_padding(0, valid);
@@ -164,28 +161,18 @@ __device__ void consume(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
       const std::int64_t next_block = sched.block_of(t + 1);
       wait_full(Ring::kK, t);
       wait_full(Ring::kV, t - 1);
-      fence_registers(math.o());
-      wgmma_fence();
-      math.issue_scores(q, k_of(t));
-      math.issue_pv(v_of(t - 1));
-      wgmma_wait<1>();  // S(t), the older group, while P·V(t−1) runs on
-      fence_registers(math.s_flat());
+      math.scores_under_pv(q, k_of(t), v_of(t - 1));
       release(Ring::kK, t);
       clear_v_padding(t, valid);
       math.softmax_into_p(valid, p.scale_log2, [&] {
-        wgmma_wait<0>();
-        fence_registers(math.o());
+        math.wait_pv();
         release(Ring::kV, t - 1);
       });
       block = next_block;
     }
     if (num_tiles > 0) {  // the last tile's P·V
       wait_full(Ring::kV, num_tiles - 1);
-      fence_registers(math.o());
-      wgmma_fence();
-      math.issue_pv(v_of(num_tiles - 1));
-      wgmma_wait<0>();
-      fence_registers(math.o());
+      math.last_pv(v_of(num_tiles - 1));
       release(Ring::kV, num_tiles - 1);
     }
     named_barrier_sync(barrier, kWarpgroupThreads);  // every warp's products are done reading Q
