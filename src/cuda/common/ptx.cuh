@@ -32,6 +32,12 @@ __device__ __forceinline__ void st_shared_zero16(std::uint32_t dst_smem) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst_smem), "r"(0u) : "memory");
 }
 
+// Four floats (16 bytes) into shared memory.
+__device__ __forceinline__ void st_shared_f32x4(std::uint32_t dst_smem, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst_smem), "f"(x), "f"(y), "f"(z), "f"(w)
+               : "memory");
+}
+
 // Four 8x8 b16 matrices; lane l supplies the row address of matrix l/8, row l%8.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

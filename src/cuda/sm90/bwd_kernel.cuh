@@ -5,15 +5,23 @@
 //   Sᵀ  = K·Qᵀ, dPᵀ = V·dOᵀ   m64n64, both operands from shared memory
 //   dV += Pᵀ·dO, dK += dSᵀ·Q  m64nD, Pᵀ and dSᵀ as register A operands
 //   dQ  = dS·K                 m64nD, dS read transposed from a shared dSᵀ
-//                              tile, K as an MN-major operand; added into the
-//                              fp32 accumulator with 16-byte reductions (only
-//                              with an accumulator: else the dQ pass,
+//                              tile, K as an MN-major operand (only with an
+//                              accumulator: else the dQ pass,
 //                              bwd_dq_kernel.cuh, computes dq)
+//
+// dQ reaches the fp32 accumulator through shared memory: the warpgroup
+// stores its tile there (in the accumulator's own order, dq_accum.cuh) and
+// one thread hands it to the TMA unit as one bulk reduction, which drains to
+// L2 while the next pair is computed. (Reductions from registers held the
+// next pair's first product until the L2 path had taken all 32 KB: ptxas
+// gives dQ the registers of Sᵀ and dPᵀ; docs/kernel-notes.md.)
 //
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
-// cp.async into the 128-byte-swizzled layout, a pair's Q, dO, lse and delta
-// in one of two stages, so the next pair lands while this one is computed.
+// cp.async into the 128-byte-swizzled layout. A pair's Q, dO, lse and delta
+// share a stage; without dQ there are two stages (the next pair lands while
+// this one is computed), with dQ one, the other's space holding the dQ tile,
+// and the next pair's load starts once dV and dK have read Q and dO.
 // Two CTAs per SM.
 #pragma once
 
@@ -26,6 +34,7 @@
 #include "cuda/sm80/bwd_gradients.cuh"
 #include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
+#include "cuda/sm90/tma.cuh"
 
 namespace vsa::cuda::sm90 {
 
@@ -41,8 +50,9 @@ struct PairStage {
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
-  // K, V and the dSᵀ tile; two pair stages (1 KB apart); alignment slack: 107 KB at D = 128,
-  // so two CTAs share an SM.
+  // K, V and the dSᵀ tile; two pair stages (1 KB apart), the second one or the fp32 dQ tile;
+  // alignment slack: 107 KB at D = 128, so two CTAs share an SM.
+  static_assert(PairStage<kHeadDim>::kBytes >= kDqTileFloats<kHeadDim> * static_cast<int>(sizeof(float)));
   return 2 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes + 2 * (PairStage<kHeadDim>::kBytes + 1024) +
          1024;
 }
@@ -79,6 +89,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
   KeyScheduler sched(p);
   const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
+  const int stages = add_dq ? 1 : 2;
+  const std::uint32_t sdq = stage_of(1).q;  // the dQ tile, with one stage
+  constexpr std::uint32_t kDqBytes = kDqTileFloats<kHeadDim> * sizeof(float);
+  const bool bulk_thread = threadIdx.x == 0;  // issues and waits for the dQ tiles' reductions
+  float* pending_dq = nullptr;                // the accumulator tile of the dQ tile staged last
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -96,15 +111,20 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   ptx::cp_async_commit();
   int n = 0;  // pairs done
   for (; have; ++n) {
-    ptx::cp_async_wait<0>();  // this pair's stage (and K, V) written by this thread ...
-    fence_proxy_async();      // ... visible to wgmma ...
+    ptx::cp_async_wait<0>();  // this pair's stage (and K, V) written by this thread, the last dQ tile stored ...
+    fence_proxy_async();      // ... visible to wgmma and the TMA unit ...
     __syncthreads();          // ... for every thread; every product of the last pair is done
-    // The next pair lands in the other stage while this one is computed.
+    if (pending_dq != nullptr && bulk_thread) {
+      bulk_reduce_add_f32(pending_dq, sdq, kDqBytes);
+      bulk_commit();
+    }
     BwdPair next{};
     const bool have_next = sched.next(next);
-    if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage_of((n + 1) & 1));
+    // With two stages, the next pair lands in the other one while this one is computed.
+    if (have_next && stages == 2)
+      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage_of((n + 1) & 1));
     ptx::cp_async_commit();
-    const PairStage<kHeadDim> stage = stage_of(n & 1);
+    const PairStage<kHeadDim> stage = stage_of(n % stages);
     const std::uint32_t sq = stage.q, sdo = stage.dout;
     const float* s_lse = reinterpret_cast<const float*>(generic(stage.stats));
     const float* s_delta = s_lse + kTileRows;
@@ -143,7 +163,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_registers(dk);
 
     if (add_dq) {
-      __syncthreads();  // dSᵀ is whole
+      // Q and dO are read: the next pair lands in this stage during the dQ step.
+      if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage);
+      ptx::cp_async_commit();
+      if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left shared memory
+      __syncthreads();                       // dSᵀ is whole, the dQ tile free
       float dq[kHeadDim / 2];
       wgmma_fence();
 #pragma unroll
@@ -152,22 +176,32 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(dq);
-      float* dq_tile = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;
 #pragma unroll
       for (int t = 0; t < kHeadDim / 8; ++t)
-        ptx::red_add_f32x4(dq_tile + dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t], dq[4 * t + 1],
-                           dq[4 * t + 2], dq[4 * t + 3]);
+        ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t],
+                             dq[4 * t + 1], dq[4 * t + 2], dq[4 * t + 3]);
+      pending_dq = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;  // reduced once the next pair starts
     }
 
     pair = next;
     have = have_next;
   }
+  if (pending_dq != nullptr) {  // the last pair's dQ tile
+    fence_proxy_async();
+    __syncthreads();
+    if (bulk_thread) {
+      bulk_reduce_add_f32(pending_dq, sdq, kDqBytes);
+      bulk_commit();
+      bulk_wait_all();
+    }
+  }
   // The last pair (n - 1) issued no copy, and every warp is done with the
-  // other stage (n & 1: the barrier at that pair's start); each warp stages
-  // only its own 16 rows there (generic [64][D] layout, as the sm80 tiles).
+  // stage n % stages (two stages: the other one, free since the barrier at
+  // that pair's start; one: its products are done); each warp stages only
+  // its own 16 rows there (generic [64][D] layout, as the sm80 tiles).
   // Without pairs, nothing was copied at all.
   using Grad = float[1][kHeadDim / 8][4];
-  const PairStage<kHeadDim> spare = stage_of(n & 1);
+  const PairStage<kHeadDim> spare = stage_of(n % stages);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dk), p.scale, warp, lane,
                                         reinterpret_cast<Elem*>(generic(spare.q)), keys.dk, p.dk_stride.seq);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dv), 1.0f, warp, lane,

@@ -61,4 +61,22 @@ __device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap
       : "memory");
 }
 
+// Bulk reductions: an fp32 array in shared memory added element by element
+// into global memory by the TMA unit, issued by one thread. No register holds
+// the data while it drains to L2, so the issuing warps go on at once; the
+// source may be rewritten only after bulk_wait_read in the issuing thread.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t src, std::uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// The committed bulk operations' shared-memory reads done (all but kPending groups).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+// The committed bulk operations done, their global writes included.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 }  // namespace vsa::cuda::sm90
