@@ -166,16 +166,17 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       // Q and dO are read: the next pair lands in this stage during the dQ step.
       if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage);
       ptx::cp_async_commit();
-      if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left shared memory
-      __syncthreads();                       // dSᵀ is whole, the dQ tile free
+      __syncthreads();  // dSᵀ is whole
       float dq[kHeadDim / 2];
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kSteps; ++kk)
         wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
       wgmma_commit();
+      if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left shared memory (during the product) ...
       wgmma_wait<0>();
       fence_registers(dq);
+      __syncthreads();  // ... for every thread
 #pragma unroll
       for (int t = 0; t < kHeadDim / 8; ++t)
         ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t],
