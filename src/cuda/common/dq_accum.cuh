@@ -5,9 +5,10 @@
 // Thread τ (0..127; warp τ/32, lane τ%32) of a warpgroup holds, for each
 // 8-column group t, rows 16·(τ/32) + (τ%32)/4 and that + 8, columns
 // 8t + 2·(τ%4) and + 1: four floats, stored together as quad (t, τ) at
-// 4·(128·t + τ). So a warpgroup adds its dQ tile with 16-byte reductions
-// that are contiguous across threads, and the portable kernel's warps (whose
-// m16n8 fragments are the same per 16 rows) address it the same way.
+// 4·(128·t + τ). So a tile is one contiguous run that the Hopper key pass
+// stages in shared memory in this same order and adds by one bulk reduction,
+// and the portable kernel's warps (whose m16n8 fragments are the same per 16
+// rows) add with 16-byte reductions that are contiguous across threads.
 // dq_finish (backward/row_passes.cu) turns it back into rows.
 #pragma once
 

@@ -13,8 +13,9 @@
 // stores its tile there (in the accumulator's own order, dq_accum.cuh) and
 // one thread hands it to the TMA unit as one bulk reduction, which drains to
 // L2 while the next pair is computed. (Reductions from registers held the
-// next pair's first product until the L2 path had taken all 32 KB: ptxas
-// gives dQ the registers of Sᵀ and dPᵀ; docs/kernel-notes.md.)
+// next pair's first product until the SM's store path had read all 32 KB
+// out of them: ptxas gives dQ the registers of Sᵀ and dPᵀ; the stall samples
+// in docs/kernel-notes.md.)
 //
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
