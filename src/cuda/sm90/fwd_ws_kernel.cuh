@@ -47,7 +47,9 @@ struct FwdWsParams {
 
 constexpr int kWsConsumers = 2;  // consumer warpgroups per CTA
 constexpr int kWsThreads = (1 + kWsConsumers) * kWarpgroupThreads;
-constexpr int kWsProducerRegisters = 56, kWsConsumerRegisters = 224;  // 56 + 2 · 224 <= 512
+// setmaxnreg only moves the registers the CTA got at launch (168 per thread at
+// 384 threads): 56 + 2 · 224 = 3 · 168; a larger claim would never complete.
+constexpr int kWsProducerRegisters = 56, kWsConsumerRegisters = 224;
 
 // One consumer's ring in shared memory: two buffers each of Q, K and V, and a
 // full and an empty barrier per buffer. A buffer's u-th use is stage u & 1,
