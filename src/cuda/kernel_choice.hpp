@@ -12,7 +12,9 @@
 // with TMA, v3 (sm90ws) adds warp specialization and a persistent grid, v1
 // loads with cp.async. v2 (v3 for sm90ws) runs whenever the driver can
 // describe q, k and v as TMA tensors (decided on the host from their strides,
-// with no sync: cuda_backend.cu); v1 runs otherwise, and for sm90v1.
+// with no sync: cuda_backend.cu); v1 runs otherwise, and for sm90v1. v2's
+// place is taken, for 128-token blocks at head dim 128, by the kernel whose
+// CTA holds a whole query block (sm90/fwd_pair_kernel.cuh).
 #pragma once
 
 namespace vsa::cuda {

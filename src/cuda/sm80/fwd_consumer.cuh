@@ -19,15 +19,17 @@
 
 namespace vsa::cuda::sm80 {
 
-// kRowTiles: m16 row tiles per warp (2 here; the sm_90 kernel, whose warps
-// own 16 rows of a warpgroup's 64, uses 1 and only the softmax and epilogue).
-template <class Elem, int kHeadDim, int kRowTiles_ = 2>
+// kRowTiles: m16 row tiles per warp (2 here; the sm_90 kernels, whose warps
+// own 16 rows of a warpgroup's 64, use 1 and only the softmax and epilogue).
+// kKeys: the keys of one score tile (64; the sm_90 kernel for 128-token
+// blocks takes a whole block, 128, per step).
+template <class Elem, int kHeadDim, int kRowTiles_ = 2, int kKeys = kTileRows>
 class FwdConsumer {
  public:
   static constexpr int kRowTiles = kRowTiles_;       // m16 tiles per warp
   static constexpr int kWarpRows = 16 * kRowTiles;   // query rows per warp
   static constexpr int kRowSlots = 2 * kRowTiles;    // rows per lane
-  static constexpr int kKeyTiles = kTileRows / 8;    // 8-key column tiles of S
+  static constexpr int kKeyTiles = kKeys / 8;        // 8-key column tiles of S
   static constexpr int kDimTiles = kHeadDim / 8;     // 8-wide column tiles of O
   using Tile = SmemTile<Elem, kHeadDim>;
   using Scores = float[kRowTiles][kKeyTiles][4];

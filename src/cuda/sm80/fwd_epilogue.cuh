@@ -78,10 +78,10 @@ __device__ __forceinline__ void store_combined_rows(const Elem* stage, int row0,
 // Rows of the CTA from `real_rows` on are padding (QueryScheduler::real_rows;
 // a separate argument: one more CtaOutputs field made the portable D = 128
 // kernel spill in its main loop).
-template <class Elem, int kHeadDim, int kRowTiles>
-__device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles>& c, Elem* stage,
+template <class Elem, int kHeadDim, int kRowTiles, int kKeys>
+__device__ void write_output(const FwdConsumer<Elem, kHeadDim, kRowTiles, kKeys>& c, Elem* stage,
                              const CtaOutputs<Elem>& dst, int real_rows) {
-  using Consumer = FwdConsumer<Elem, kHeadDim, kRowTiles>;
+  using Consumer = FwdConsumer<Elem, kHeadDim, kRowTiles, kKeys>;
   using Tile = typename Consumer::Tile;
   const int lane = c.lane();
   const int row0 = c.warp_row0();

@@ -32,6 +32,15 @@ extern template void launch_fwd_tma<__nv_bfloat16, 128>(const FwdKernelParams&, 
 extern template void launch_fwd_tma<__half, 64>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
 extern template void launch_fwd_tma<__half, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
 
+// 128-token blocks at D = 128: a CTA per query block, two consumer warpgroups
+// sharing K/V (fwd_pair_kernel.cuh).
+template <class Elem, int kHeadDim>
+void launch_fwd_pair(const FwdKernelParams& p, const FwdTensorMaps& maps, int batch, cudaStream_t stream);
+
+extern template void launch_fwd_pair<__nv_bfloat16, 128>(const FwdKernelParams&, const FwdTensorMaps&, int,
+                                                         cudaStream_t);
+extern template void launch_fwd_pair<__half, 128>(const FwdKernelParams&, const FwdTensorMaps&, int, cudaStream_t);
+
 // num_sms: the device's SM count (the persistent grid's size).
 template <class Elem, int kHeadDim>
 void launch_fwd_ws(const FwdKernelParams& p, const FwdTensorMaps& maps, int batch, int num_sms, cudaStream_t stream);

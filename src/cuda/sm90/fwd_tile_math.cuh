@@ -1,10 +1,11 @@
-// The Hopper forward's work on one 64-key tile, shared by v2
-// (fwd_tma_kernel.cuh) and the v3 experiment (fwd_ws_kernel.cuh), whose
+// The Hopper forward's work on one key tile (64 keys; or a whole 128-token
+// block in fwd_pair_kernel.cuh), shared by v2 (fwd_tma_kernel.cuh), the v3
+// experiment (fwd_ws_kernel.cuh) and the 128-token-block kernel, whose
 // kernels keep the loads, the barriers and the epilogue. One warpgroup issues
-// S = Q·Kᵀ (8 or 4 wgmma m64n64k16, both operands from shared memory) and
-// O += P·V (4 wgmma m64nDk16, P from registers, V MN-major), and turns S into
-// P with the online softmax of the portable consumer (a warp of a warpgroup
-// holds its 16 rows as the m16n8 fragments that kernel uses).
+// S = Q·Kᵀ (8 or 4 wgmma m64n<keys>k16, both operands from shared memory)
+// and O += P·V (keys/16 wgmma m64nDk16, P from registers, V MN-major), and
+// turns S into P with the online softmax of the portable consumer (a warp of
+// a warpgroup holds its 16 rows as the m16n8 fragments that kernel uses).
 //
 // The softmax of tile t runs while P·V of tile t−1 is on the tensor cores:
 // P(t−1) waits in p_prev until that product is issued, and O is rescaled by
@@ -20,9 +21,16 @@
 
 namespace vsa::cuda::sm90 {
 
-template <class Elem, int kHeadDim>
+// The order in which warpgroups issue their products: take() before a
+// tile's products are issued, pass() after. Any order (v2, v3): nothing.
+struct AnyOrder {
+  __device__ void take() const {}
+  __device__ void pass() const {}
+};
+
+template <class Elem, int kHeadDim, int kKeys = kTileRows>
 struct FwdTileMath {
-  using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1>;
+  using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1, kKeys>;
   static constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
 
   Consumer consumer;
@@ -30,29 +38,36 @@ struct FwdTileMath {
   // P(t−1), the A operand of the P·V product in flight; zero for a tile with
   // no real keys, so every tile issues the same products (ptxas serializes
   // products behind a branch it cannot follow).
-  std::uint32_t p_prev[kTileRows / 16][4];
+  std::uint32_t p_prev[kKeys / 16][4];
 
   __device__ explicit FwdTileMath(int warp) : consumer(warp) {}
 
   __device__ float (&o())[kHeadDim / 2] {
     return reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
   }
-  __device__ float (&s_flat())[kTileRows / 2] { return reinterpret_cast<float(&)[kTileRows / 2]>(s); }
+  __device__ float (&s_flat())[kKeys / 2] { return reinterpret_cast<float(&)[kKeys / 2]>(s); }
 
   // Tile 0: S(0) = Q·K(0)ᵀ alone, waited for.
-  __device__ void first_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
+  template <class Order = AnyOrder>
+  __device__ void first_scores(std::uint32_t q_tile, std::uint32_t k_tile, const Order& order = {}) {
     wgmma_fence();
+    order.take();
     issue_scores(q_tile, k_tile);
+    order.pass();
     wgmma_wait<0>();
     fence_registers(s_flat());
   }
   // Tile t ≥ 1: S(t), then O += P(t−1)·V(t−1); waits only for S(t), the
   // older group, while the P·V product runs on (wait_pv ends it).
-  __device__ void scores_under_pv(std::uint32_t q_tile, std::uint32_t k_tile, std::uint32_t v_prev) {
+  template <class Order = AnyOrder>
+  __device__ void scores_under_pv(std::uint32_t q_tile, std::uint32_t k_tile, std::uint32_t v_prev,
+                                  const Order& order = {}) {
     fence_registers(o());
     wgmma_fence();
+    order.take();
     issue_scores(q_tile, k_tile);
     issue_pv(v_prev);
+    order.pass();
     wgmma_wait<1>();
     fence_registers(s_flat());
   }
@@ -61,10 +76,13 @@ struct FwdTileMath {
     fence_registers(o());
   }
   // After the last tile: its P·V, waited for.
-  __device__ void last_pv(std::uint32_t v_tile) {
+  template <class Order = AnyOrder>
+  __device__ void last_pv(std::uint32_t v_tile, const Order& order = {}) {
     fence_registers(o());
     wgmma_fence();
+    order.take();
     issue_pv(v_tile);
+    order.pass();
     wait_pv();
   }
   // The softmax of the scores in s (keys [0, valid) real), then P into
@@ -75,11 +93,11 @@ struct FwdTileMath {
     float correction[Consumer::kRowSlots];
     bool grew = false;
     if (valid > 0) {
-      if (valid < kTileRows) consumer.mask_keys(s, valid);
+      if (valid < kKeys) consumer.mask_keys(s, valid);
       grew = consumer.softmax_scores(s, scale_log2, correction);
     } else {
 #pragma unroll
-      for (int i = 0; i < kTileRows / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
+      for (int i = 0; i < kKeys / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
     }
     then();
     if (grew) consumer.rescale_o(correction);
@@ -91,16 +109,16 @@ struct FwdTileMath {
   __device__ void issue_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      wgmma_ss<kBf16, kTileRows>(s_flat(), k_major_desc<kHeadDim>(q_tile, kk), k_major_desc<kHeadDim>(k_tile, kk),
-                                 kk > 0);
+      wgmma_ss<kBf16, kKeys>(s_flat(), k_major_desc<kHeadDim>(q_tile, kk), k_major_desc<kHeadDim, kKeys>(k_tile, kk),
+                             kk > 0);
     wgmma_commit();
     fence_registers(s_flat());
   }
   // O += P·V with P in p_prev (a new group).
   __device__ void issue_pv(std::uint32_t v_tile) {
 #pragma unroll
-    for (int kk = 0; kk < kTileRows / 16; ++kk)
-      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim>(v_tile, kk), 1);
+    for (int kk = 0; kk < kKeys / 16; ++kk)
+      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim, kKeys>(v_tile, kk), 1);
     wgmma_commit();
     fence_registers(o());
   }

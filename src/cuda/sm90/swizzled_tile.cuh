@@ -16,12 +16,14 @@ namespace vsa::cuda::sm90 {
 
 constexpr int kWarpgroupThreads = 128;
 
-// A [64 rows][D] tile in the 128-byte-swizzled layout: column blocks of 64
-// elements, each [64 rows][128 bytes], chunk c of row r at c ^ (r % 8).
-template <int kHeadDim>
+// A [kRows][D] tile in the 128-byte-swizzled layout: column blocks of 64
+// elements, each [kRows][128 bytes], chunk c of row r at c ^ (r % 8). kRows
+// is 64, or 128 for a whole 128-token K or V block (one wgmma m64n128
+// operand, its 8-row groups evenly 1024 bytes apart down a column block).
+template <int kHeadDim, int kRows = kTileRows>
 struct SwizzledTile {
-  static constexpr int kBlockBytes = kTileRows * 128;           // one 64-column block
-  static constexpr int kBytes = kHeadDim / 64 * kBlockBytes;    // 8 KB per 64 columns
+  static constexpr int kBlockBytes = kRows * 128;               // one 64-column block
+  static constexpr int kBytes = kHeadDim / 64 * kBlockBytes;    // 8 KB per 64 columns and 64 rows
   __device__ static std::uint32_t offset(int row, int chunk) {  // chunk: 16 bytes
     return static_cast<std::uint32_t>((chunk / 8) * kBlockBytes + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
   }
@@ -48,27 +50,31 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
                              row + pass * kRowsPerPass < valid_rows);
 }
 
-// One thread's request for a [64 rows][D] tile from `row` of (head, batch)
-// of a 4-D tensor map: one 64-column box per 128-byte swizzle block, all
-// completing on `full`.
-template <int kHeadDim>
+// One thread's request for a [kRows][D] tile from `row` of (head, batch)
+// of a 4-D tensor map: one box of 64 rows × 64 columns per 64 rows of each
+// 128-byte swizzle block, all completing on `full`.
+template <int kHeadDim, int kRows = kTileRows>
 __device__ __forceinline__ void request_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
                                              std::int64_t row, int head, int batch) {
-  mbarrier_expect_bytes(full, SwizzledTile<kHeadDim>::kBytes);
+  using Tile = SwizzledTile<kHeadDim, kRows>;
+  mbarrier_expect_bytes(full, Tile::kBytes);
 #pragma unroll
   for (int c = 0; c < kHeadDim / 64; ++c)
-    tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+#pragma unroll
+    for (int h = 0; h < kRows / kTileRows; ++h)
+      tma_load_4d(dst + c * Tile::kBlockBytes + h * kTileRows * 128, map, full, 64 * c,
+                  static_cast<int>(row) + h * kTileRows, head, batch);
 }
 
-// Rows [first_row, 64) of a tile set to zero by the warpgroup's threads
+// Rows [first_row, kRows) of a tile set to zero by the warpgroup's threads
 // (generic-proxy stores: a wgmma reading them needs fence_proxy_async and a
 // barrier first).
-template <int kHeadDim>
+template <int kHeadDim, int kRows = kTileRows>
 __device__ __forceinline__ void zero_rows(std::uint32_t tile, int first_row) {
   constexpr int kChunks = kHeadDim / 8;
-  for (int i = first_row * kChunks + static_cast<int>(threadIdx.x) % kWarpgroupThreads; i < kTileRows * kChunks;
+  for (int i = first_row * kChunks + static_cast<int>(threadIdx.x) % kWarpgroupThreads; i < kRows * kChunks;
        i += kWarpgroupThreads)
-    ptx::st_shared_zero16(tile + SwizzledTile<kHeadDim>::offset(i / kChunks, i % kChunks));
+    ptx::st_shared_zero16(tile + SwizzledTile<kHeadDim, kRows>::offset(i / kChunks, i % kChunks));
 }
 
 // Descriptors of a tile as a wgmma operand. K-major (the reduction runs
@@ -76,14 +82,14 @@ __device__ __forceinline__ void zero_rows(std::uint32_t tile, int first_row) {
 // per k16 step inside a 64-column block. MN-major (the reduction runs down
 // the rows: V in O += P·V, whose rows are keys): 64-column blocks
 // kBlockBytes apart, 8-row groups 1024 apart, 16 rows per k16 step.
-template <int kHeadDim>
+template <int kHeadDim, int kRows = kTileRows>
 __device__ __forceinline__ std::uint64_t k_major_desc(std::uint32_t tile, int k_step) {
-  const std::uint32_t addr = tile + (k_step / 4) * SwizzledTile<kHeadDim>::kBlockBytes + (k_step % 4) * 32;
+  const std::uint32_t addr = tile + (k_step / 4) * SwizzledTile<kHeadDim, kRows>::kBlockBytes + (k_step % 4) * 32;
   return smem_desc(addr, 16, 1024);
 }
-template <int kHeadDim>
+template <int kHeadDim, int kRows = kTileRows>
 __device__ __forceinline__ std::uint64_t mn_major_desc(std::uint32_t tile, int k_step) {
-  return smem_desc(tile + k_step * 16 * 128, SwizzledTile<kHeadDim>::kBlockBytes, 1024);
+  return smem_desc(tile + k_step * 16 * 128, SwizzledTile<kHeadDim, kRows>::kBlockBytes, 1024);
 }
 
 }  // namespace vsa::cuda::sm90

@@ -22,5 +22,10 @@ __device__ __forceinline__ void claim_registers() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// An arrival at barrier `id` that does not wait (the signalling side of a
+// barrier whose other threads bar.sync on it).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 }  // namespace vsa::cuda::sm90
