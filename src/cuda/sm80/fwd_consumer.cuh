@@ -62,8 +62,7 @@ class FwdConsumer {
   }
 
   // Online softmax: s becomes P = exp2(s·scale·log2e − running max); O and the
-  // partial row sums are rescaled when the max grows. Every tile has key 0
-  // valid, so the running max is finite after the first tile (no inf − inf).
+  // partial row sums are rescaled when the max grows.
   __device__ void softmax(Scores& s, float scale_log2) {
     float correction[kRowSlots];
     if (softmax_scores(s, scale_log2, correction)) rescale_o(correction);
@@ -72,24 +71,38 @@ class FwdConsumer {
   // The softmax without touching O, for a kernel whose previous P·V is still
   // in flight: s becomes P and the row sums are rescaled; returns whether the
   // max grew on any row of the warp, and then the factors O must be
-  // multiplied by once that P·V is done (rescale_o).
+  // multiplied by once that P·V is done (rescale_o). A tile whose keys are
+  // all masked (-inf) gives P = 0 and leaves the running max as it was.
   __device__ bool softmax_scores(Scores& s, float scale_log2, float (&correction)[kRowSlots]) {
     float new_max[kRowSlots];
+    row_maxima(s, new_max);
     bool grew = false;
 #pragma unroll
     for (int r = 0; r < kRowSlots; ++r) {
-      const int m = r / 2, h = r % 2;
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t)
-        tile_max = fmaxf(tile_max, fmaxf(s[m][t][2 * h], s[m][t][2 * h + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      new_max[r] = fmaxf(row_max_[r], tile_max * scale_log2);
+      new_max[r] = fmaxf(row_max_[r], new_max[r] * scale_log2);
       grew |= new_max[r] != row_max_[r];
+    }
+    float sum[kRowSlots];
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r) {
+      const int m = r / 2, h = r % 2;
+      // No key yet (every one masked): subtract 0, so exp2(-inf) = 0 and not
+      // exp2(-inf + inf).
+      const float shift = new_max[r] == -INFINITY ? 0.0f : new_max[r];
+      sum[r] = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[m][t][e] = ptx::exp2_fast(fmaf(s[m][t][e], scale_log2, -shift));
+          sum[r] += s[m][t][e];
+        }
+      }
     }
     // Past the first few tiles the running max rarely grows: when it grows on
     // no row of the warp, the rescale (a multiply per O accumulator) is skipped.
+    // The rows of a tile grow together from -inf (every key is masked on all
+    // of them or on none), so no correction is -inf − (-inf).
     grew = __any_sync(0xffffffffu, grew);
     if (grew) {
 #pragma unroll
@@ -98,22 +111,12 @@ class FwdConsumer {
         row_sum_[r] *= correction[r];
       }
     }
+    // Row sums stay per-lane partials until the epilogue: the correction
+    // factor is the same on the four lanes of a row, so partials scale alike.
 #pragma unroll
     for (int r = 0; r < kRowSlots; ++r) {
-      const int m = r / 2, h = r % 2;
       row_max_[r] = new_max[r];
-      // Row sums stay per-lane partials until the epilogue: the correction
-      // factor is the same on the four lanes of a row, so partials scale alike.
-      float sum = 0.0f;
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[m][t][e] = ptx::exp2_fast(fmaf(s[m][t][e], scale_log2, -new_max[r]));
-          sum += s[m][t][e];
-        }
-      }
-      row_sum_[r] += sum;
+      row_sum_[r] += sum[r];
     }
     return grew;
   }
@@ -141,6 +144,33 @@ class FwdConsumer {
   __device__ float row_sum(int r) const { return row_sum_[r]; }
 
  private:
+  // Each row's max over the tile's keys (the four lanes of a row combined):
+  // four running maxima per row, each over every fourth key tile, then a
+  // tree of the four, and the shuffles of all rows together. A single chain
+  // has a dependent step per key tile; a full tree keeps 16 partials per row
+  // live, and ptxas then borrows the registers of the P·V product in flight
+  // and waits for that product before the softmax (it did on sm_90).
+  __device__ void row_maxima(const Scores& s, float (&row_max)[kRowSlots]) const {
+    constexpr int kChains = 4;
+    static_assert(kKeyTiles % kChains == 0, "whole chains");
+    float part[kRowSlots][kChains];
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r)
+#pragma unroll
+      for (int t = 0; t < kKeyTiles; ++t) {
+        const float pair = fmaxf(s[r / 2][t][2 * (r % 2)], s[r / 2][t][2 * (r % 2) + 1]);
+        part[r][t % kChains] = t < kChains ? pair : fmaxf(part[r][t % kChains], pair);
+      }
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r) {
+      row_max[r] = fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+    }
+#pragma unroll
+    for (int lanes = 1; lanes < 4; lanes *= 2)
+#pragma unroll
+      for (int r = 0; r < kRowSlots; ++r) row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], lanes));
+  }
+
   int warp_row0_, lane_;
   float o_[kRowTiles][kDimTiles][4];
   float row_max_[kRowSlots], row_sum_[kRowSlots];

@@ -156,21 +156,26 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
   if (c == 1 && blocks > 0) named_barrier_arrive(kPairTurnBarrier, kPairConsumers * kWarpgroupThreads);
 
   FwdTileMath<Elem, kHeadDim, kPairBlock> math(warp);
-  std::int64_t block = blocks > 0 ? sched.block_of(0) : 0;
+  // The lookups run ahead of the products: block j's real keys are loaded
+  // while block j − 1 is computed, from the list entry loaded during block
+  // j − 2, so no load's latency sits between one block's products and the
+  // next (past the list's end block_of gives 0, whose vbs is never used).
+  std::int64_t next_block = sched.block_of(2);  // block 1
+  int valid = blocks > 0 ? valid_keys(0, sched.block_of(0)) : 0;
   mbarrier_wait(buf.q_full(), 0);  // also before O is staged over Q, with no blocks
   if (blocks > 0) {  // block 0: no product in flight yet
-    const std::int64_t next_block = sched.block_of(2);
+    const int next_valid = valid_keys(1, next_block);
+    next_block = sched.block_of(4);
     mbarrier_wait(buf.k_full(0), Smem::parity(0));
     math.first_scores(q, buf.k(0), PairTurns{c, false});
     release(buf.k_empty(0));
-    const int valid = valid_keys(0, block);
     clear_v_padding(0, valid);
     math.softmax_into_p(valid, p.scale_log2, [] {});
-    block = next_block;
+    valid = next_valid;
   }
   for (int j = 1; j < blocks; ++j) {
-    const int valid = valid_keys(j, block);
-    const std::int64_t next_block = sched.block_of(2 * j + 2);
+    const int next_valid = valid_keys(j + 1, next_block);
+    next_block = sched.block_of(2 * j + 4);
     mbarrier_wait(buf.k_full(j), Smem::parity(j));
     mbarrier_wait(buf.v_full(j - 1), Smem::parity(j - 1));
     math.scores_under_pv(q, buf.k(j), buf.v(j - 1), PairTurns{c, false});
@@ -180,7 +185,7 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
       math.wait_pv();
       release(buf.v_empty(j - 1));
     });
-    block = next_block;
+    valid = next_valid;
   }
   if (blocks > 0) {  // the last block's P·V
     mbarrier_wait(buf.v_full(blocks - 1), Smem::parity(blocks - 1));

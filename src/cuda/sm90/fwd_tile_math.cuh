@@ -92,12 +92,23 @@ struct FwdTileMath {
   __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
     float correction[Consumer::kRowSlots];
     bool grew = false;
-    if (valid > 0) {
+    if constexpr (kKeys == kTileRows) {
+      // ptxas keeps `then` (the P·V wait) after the exponentials only while
+      // they land outside S's registers, which this branch's zeros force;
+      // without them it waits for P·V before the softmax (seen in v2's SASS).
+      if (valid > 0) {
+        if (valid < kKeys) consumer.mask_keys(s, valid);
+        grew = consumer.softmax_scores(s, scale_log2, correction);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kKeys / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
+      }
+    } else {
+      // A whole 128-key block: no zeroing branch (a register clear per score
+      // every block); masked keys give P = 0. The P·V wait then comes before
+      // the exponentials, where the ping-pong turn has that product done.
       if (valid < kKeys) consumer.mask_keys(s, valid);
       grew = consumer.softmax_scores(s, scale_log2, correction);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kKeys / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
     }
     then();
     if (grew) consumer.rescale_o(correction);

@@ -84,12 +84,12 @@ __device__ __forceinline__ void zero_rows(std::uint32_t tile, int first_row) {
 // kBlockBytes apart, 8-row groups 1024 apart, 16 rows per k16 step.
 template <int kHeadDim, int kRows = kTileRows>
 __device__ __forceinline__ std::uint64_t k_major_desc(std::uint32_t tile, int k_step) {
-  const std::uint32_t addr = tile + (k_step / 4) * SwizzledTile<kHeadDim, kRows>::kBlockBytes + (k_step % 4) * 32;
-  return smem_desc(addr, 16, 1024);
+  return desc_advance(smem_desc(tile, 16, 1024),
+                      (k_step / 4) * SwizzledTile<kHeadDim, kRows>::kBlockBytes + (k_step % 4) * 32);
 }
 template <int kHeadDim, int kRows = kTileRows>
 __device__ __forceinline__ std::uint64_t mn_major_desc(std::uint32_t tile, int k_step) {
-  return smem_desc(tile + k_step * 16 * 128, SwizzledTile<kHeadDim, kRows>::kBlockBytes, 1024);
+  return desc_advance(smem_desc(tile, SwizzledTile<kHeadDim, kRows>::kBlockBytes, 1024), k_step * 16 * 128);
 }
 
 }  // namespace vsa::cuda::sm90

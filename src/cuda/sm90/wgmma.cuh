@@ -22,6 +22,15 @@ __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t smem_addr, std:
          static_cast<std::uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | (std::uint64_t{1} << 62);
 }
 
+// The descriptor of the matrix `bytes` further on: only the start address
+// moves. Every shared address is below 2^18, so the sum stays inside the
+// 14-bit field of the low word; computing a tile's descriptor once and
+// advancing it per k-step saves the shift and masks of each step.
+__device__ __forceinline__ std::uint64_t desc_advance(std::uint64_t desc, std::uint32_t bytes) {
+  const std::uint32_t low = static_cast<std::uint32_t>(desc) + (bytes >> 4);
+  return (desc & ~std::uint64_t{0xFFFFFFFFu}) | low;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
