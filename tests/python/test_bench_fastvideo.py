@@ -61,8 +61,8 @@ def fake_fastvideo(tmp_path, monkeypatch):
     for name in [m for m in sys.modules if m.startswith("fastvideo_kernel")]:
         monkeypatch.delitem(sys.modules, name)
     # The fake tensors live on the CPU: every static check passes, as on an H200.
-    monkeypatch.setattr(fastvideo, "unsupported", lambda q, k, block_size: None)
-    monkeypatch.setattr(fastvideo, "tk_unsupported", lambda q, k, block_size: None)
+    monkeypatch.setattr(fastvideo, "unsupported", lambda q, k, block_size, block_sizes=(): None)
+    monkeypatch.setattr(fastvideo, "tk_unsupported", lambda q, k, block_size, block_sizes=(): None)
     yield
     for name in [m for m in sys.modules if m.startswith("fastvideo_kernel")]:
         del sys.modules[name]
@@ -96,6 +96,59 @@ def test_attention_adapters_call_the_op_with_int32_lists(fake_fastvideo, gen, pe
         assert got.dtype == torch.int32 and got.is_contiguous() and torch.equal(got.long(), want)
 
 
+def _token_mask(q2k_idx, q2k_num, vbs, block, q_blocks):
+    """[B, H, q tokens, kv tokens]: which key tokens each query token attends, read off the lists
+    one entry at a time (the reference for the 64-token expansion)."""
+    b, h = q2k_num.shape[:2]
+    mask = torch.zeros(b, h, q_blocks * block, vbs.numel() * block, dtype=torch.bool)
+    for bi in range(b):
+        for hi in range(h):
+            for i in range(q_blocks):
+                for j in range(int(q2k_num[bi, hi, i])):
+                    kv = int(q2k_idx[bi, hi, i, j])
+                    mask[bi, hi, i * block:(i + 1) * block, kv * block:kv * block + int(vbs[kv])] = True
+    return mask
+
+
+def _lists_128(gen, q_blocks=3, kv_blocks=5, entries=4):
+    idx = torch.stack([torch.randperm(kv_blocks, generator=gen)[:entries]
+                       for _ in range(2 * q_blocks)]).reshape(1, 2, q_blocks, entries)
+    num = torch.randint(0, entries + 1, (1, 2, q_blocks), generator=gen)
+    num[0, 0, 0] = entries
+    # Padding past each count holds anything, here out-of-range ids.
+    idx = torch.where(torch.arange(entries) < num[..., None], idx, 1000)
+    vbs = torch.tensor([128, 17, 64, 65, 0])  # two halves, one, one exactly, two, none
+    return idx, num, vbs
+
+
+def test_lists_as_64_token_blocks_attend_the_same_tokens(gen):
+    for _ in range(20):
+        idx, num, vbs = _lists_128(gen)
+        idx64, num64, vbs64 = fastvideo.lists_as_64_token_blocks(idx, num, vbs)
+        assert idx64.shape == (1, 2, 6, 8) and num64.shape == (1, 2, 6)
+        assert torch.equal(vbs64, torch.tensor([64, 64, 17, 0, 64, 0, 64, 1, 0, 0]))
+        assert torch.equal(_token_mask(idx64, num64, vbs64, 64, 6), _token_mask(idx, num, vbs, 128, 3))
+        for row in range(6):  # no empty half listed; list order kept
+            listed = idx64[0, 1, row, :num64[0, 1, row]]
+            assert (vbs64[listed] > 0).all()
+            assert torch.equal(listed, torch.cat([torch.tensor([2 * b, 2 * b + 1])[vbs64[[2 * b, 2 * b + 1]] > 0]
+                                                  for b in idx[0, 1, row // 2, :num[0, 1, row // 2]].tolist()]
+                                                 or [torch.zeros(0, dtype=torch.int64)]))
+
+
+@pytest.mark.parametrize("peer, kind", [(fastvideo.tk_attention, "tk"),
+                                        (fastvideo.triton_attention, "triton")])
+def test_attention_adapters_run_128_token_blocks_as_halves(fake_fastvideo, gen, peer, kind):
+    idx, num, vbs = _lists_128(gen)
+    q, k, v = (torch.randn(1, 2, 3 * 128, 16, generator=gen) for _ in range(3))
+    runner = peer(Problem((q, k, v), 128, idx, num, vbs))
+    runner(q, k, v)
+    (called, _, _, _, idx32, num32, vbs32), = sys.modules["fastvideo_kernel.block_sparse_attn"].calls
+    assert called == kind
+    for got, want in zip((idx32, num32, vbs32), fastvideo.lists_as_64_token_blocks(idx, num, vbs)):
+        assert got.dtype == torch.int32 and got.is_contiguous() and torch.equal(got.long(), want)
+
+
 def test_tk_build_failure_is_reported_not_run_as_triton(fake_fastvideo, gen, monkeypatch):
     monkeypatch.setenv("FAKE_TK_BUILD_FAILS", "1")
     with pytest.raises(Unavailable, match="importing fastvideo_kernel._C failed: RuntimeError: "
@@ -110,7 +163,7 @@ def test_tk_build_failure_is_reported_not_run_as_triton(fake_fastvideo, gen, mon
 
 
 def test_missing_package_is_unavailable(gen, monkeypatch):
-    monkeypatch.setattr(fastvideo, "unsupported", lambda q, k, block_size: None)
+    monkeypatch.setattr(fastvideo, "unsupported", lambda q, k, block_size, block_sizes=(): None)
     monkeypatch.setitem(sys.modules, "fastvideo_kernel", None)  # import fails as if absent
     with pytest.raises(Unavailable, match="fastvideo_kernel.block_sparse_attn not importable.*"
                                           "shared/peers"):

@@ -60,7 +60,9 @@ def test_torch_flex_layer_matches_reference_and_trains(gen):
 
 def test_fastvideo_static_checks():
     q = torch.zeros(1, 4, 128, 128, device="cuda", dtype=torch.bfloat16)
-    assert fastvideo.unsupported(q, q, 128) == "64-token blocks only"
+    assert fastvideo.unsupported(q, q, 128) is None  # as two 64-token halves
+    assert fastvideo.unsupported(q, q, 128, fastvideo.LAYER_BLOCKS) == "64-token blocks only"
+    assert fastvideo.unsupported(q, q, 256) == "64- or 128-token blocks only"
     assert fastvideo.unsupported(q.half(), q.half(), 64) == "bf16 only"
     assert fastvideo.unsupported(q, q[:, :2], 64) == "equal query and key/value heads only (no GQA)"
     assert fastvideo.unsupported(q, q, 64) is None

@@ -5,7 +5,8 @@ What the package exposes, and how it is called here:
 - `fastvideo_kernel.block_sparse_attn` (a module, shadowed on the package by the function of the
   same name, hence import_module) holds two custom ops with autograd, each taking
   (q, k, v, q2k_idx, q2k_num, variable_block_sizes) with int32 contiguous lists, BHSD bf16,
-  64-token blocks, equal q and kv heads:
+  64-token blocks, equal q and kv heads. 128-token blocks run as two 64-token halves each
+  (lists_as_64_token_blocks), as FastVideo's own `block_sparse_attn_128` does on Hopper:
   - `block_sparse_attn_sm90`: the ThunderKittens kernel (needs `fastvideo_kernel._C`, built on
     first import; sm_90 and batch 1 only). Returns (out, L) with L [B, H, S, 1] = -lse_e / scale.
     Its backward inverts the lists (Triton) and runs the TK backward.
@@ -32,12 +33,17 @@ from .problem import LayerProblem, Problem, Runner, Unavailable, environment_var
 TILE_SIDE = 4  # FastVideo's layer: block_size=4 is a 4x4x4 tile of 64 tokens
 
 
-def unsupported(q: torch.Tensor, k: torch.Tensor, block_size: int) -> str | None:
+ATTENTION_BLOCKS = (64, 128)  # 128 as two 64-token halves
+LAYER_BLOCKS = (64,)  # the layer takes a cubic tile side; 128 tokens (4x4x8) is not a cube
+
+
+def unsupported(q: torch.Tensor, k: torch.Tensor, block_size: int,
+                block_sizes: tuple[int, ...] = ATTENTION_BLOCKS) -> str | None:
     """Why FastVideo's kernels cannot run these inputs, or None (static facts only)."""
     if q.device.type != "cuda":
         return "CUDA only"
-    if block_size != 64:
-        return "64-token blocks only"
+    if block_size not in block_sizes:
+        return "- or ".join(f"{b}" for b in block_sizes) + "-token blocks only"
     if q.dtype != torch.bfloat16:
         return "bf16 only"
     if q.shape[1] != k.shape[1]:
@@ -45,8 +51,9 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, block_size: int) -> str | None
     return None
 
 
-def tk_unsupported(q: torch.Tensor, k: torch.Tensor, block_size: int) -> str | None:
-    reason = unsupported(q, k, block_size)
+def tk_unsupported(q: torch.Tensor, k: torch.Tensor, block_size: int,
+                   block_sizes: tuple[int, ...] = ATTENTION_BLOCKS) -> str | None:
+    reason = unsupported(q, k, block_size, block_sizes)
     if reason is None and torch.cuda.get_device_capability(q.device) != (9, 0):
         reason = "the ThunderKittens kernel is built for sm_90 only"
     if reason is None and q.shape[0] != 1:
@@ -64,9 +71,10 @@ def _import(name: str):
                           f"{str(e).strip()[:200]}") from None
 
 
-def _check(q: torch.Tensor, k: torch.Tensor, block_size: int, tk: bool) -> None:
+def _check(q: torch.Tensor, k: torch.Tensor, block_size: int, tk: bool,
+           block_sizes: tuple[int, ...]) -> None:
     """Raises Unavailable unless the kernel can run these inputs here."""
-    reason = (tk_unsupported if tk else unsupported)(q, k, block_size)
+    reason = (tk_unsupported if tk else unsupported)(q, k, block_size, block_sizes)
     if reason:
         raise Unavailable(reason)
 
@@ -86,6 +94,29 @@ def int32_lists(q2k_idx: torch.Tensor, q2k_num: torch.Tensor,
     return tuple(t.to(torch.int32).contiguous() for t in (q2k_idx, q2k_num, variable_block_sizes))
 
 
+def lists_as_64_token_blocks(q2k_idx: torch.Tensor, q2k_num: torch.Tensor,
+                             variable_block_sizes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """128-token block lists as the 64-token lists of the same attention: each query block becomes
+    two with its list, each listed KV block b its halves 2b and 2b + 1 in place (a half with no
+    token is left out), and KV block b's size splits into min(vbs, 64) and vbs - 64 (at least 0).
+    FastVideo's block_sparse_attn_128 runs 128-token blocks on Hopper through its 64-token kernel
+    the same way (from a dense map, keeping the empty halves)."""
+    vbs = variable_block_sizes.to(torch.int64)
+    vbs64 = torch.stack([vbs.clamp(max=64), (vbs - 64).clamp(min=0)], dim=-1).reshape(-1)
+    idx = q2k_idx.to(torch.int64)
+    entries = idx.shape[-1]
+    halves = torch.stack([2 * idx, 2 * idx + 1], dim=-1)  # [..., entries, 2]
+    listed = (torch.arange(entries, device=idx.device) < q2k_num.to(torch.int64)[..., None])[..., None]
+    halves = torch.where(listed, halves, 0)  # list padding may hold anything
+    kept = listed & (vbs64[halves] > 0)
+    halves, kept = halves.flatten(-2), kept.flatten(-2)
+    # Kept halves first, in list order (a stable sort on "left out"); the rest is padding.
+    order = torch.sort((~kept).to(torch.int8), dim=-1, stable=True).indices
+    idx64 = torch.where(kept.gather(-1, order), halves.gather(-1, order), 0)
+    num64 = kept.sum(-1)
+    return (idx64.repeat_interleave(2, dim=-2), num64.repeat_interleave(2, dim=-1), vbs64)
+
+
 def tk_lse_base2(tk_lse: torch.Tensor, head_dim: int) -> torch.Tensor:
     """TK's second output L [B, H, S, 1] = -lse_e / scale, as vsa's base-2 lse [B, H, S]."""
     scale = 1.0 / math.sqrt(head_dim)
@@ -100,9 +131,12 @@ def attention_op(tk: bool) -> Callable:
 
 
 def _attention_peer(p: Problem, tk: bool) -> Runner:
-    _check(*p.example[:2], p.block_size, tk)
+    _check(*p.example[:2], p.block_size, tk, ATTENTION_BLOCKS)
     op = attention_op(tk)
-    lists = int32_lists(p.q2k_idx, p.q2k_num, p.variable_block_sizes)
+    lists = (p.q2k_idx, p.q2k_num, p.variable_block_sizes)
+    if p.block_size == 128:
+        lists = lists_as_64_token_blocks(*lists)
+    lists = int32_lists(*lists)
     return Runner(lambda q, k, v: op(q, k, v, *lists)[0])
 
 
@@ -117,7 +151,7 @@ def triton_attention(p: Problem) -> Runner:
 
 
 def _layer_peer(p: LayerProblem, tk: bool) -> Runner:
-    _check(*p.example[:2], p.block_size, tk)
+    _check(*p.example[:2], p.block_size, tk, LAYER_BLOCKS)
     video_sparse_attn = _load("fastvideo_kernel.ops", tk).video_sparse_attn
     vbs = p.variable_block_sizes
 
