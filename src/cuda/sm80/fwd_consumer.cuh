@@ -147,9 +147,8 @@ class FwdConsumer {
   // Each row's max over the tile's keys (the four lanes of a row combined):
   // four running maxima per row, each over every fourth key tile, then a
   // tree of the four, and the shuffles of all rows together. A single chain
-  // has a dependent step per key tile; a full tree keeps 16 partials per row
-  // live, and ptxas then borrows the registers of the P·V product in flight
-  // and waits for that product before the softmax (it did on sm_90).
+  // has a dependent step per key tile; a full tree would keep 16 partials
+  // per row live next to the scores, where registers are scarcest.
   __device__ void row_maxima(const Scores& s, float (&row_max)[kRowSlots]) const {
     constexpr int kChains = 4;
     static_assert(kKeyTiles % kChains == 0, "whole chains");

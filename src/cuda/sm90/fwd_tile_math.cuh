@@ -93,9 +93,10 @@ struct FwdTileMath {
     float correction[Consumer::kRowSlots];
     bool grew = false;
     if constexpr (kKeys == kTileRows) {
-      // ptxas keeps `then` (the P·V wait) after the exponentials only while
-      // they land outside S's registers, which this branch's zeros force;
-      // without them it waits for P·V before the softmax (seen in v2's SASS).
+      // With this branch's zeros the exponentials land outside S's registers
+      // and ptxas keeps `then` (the P·V wait) after them; without it they are
+      // written in place and ptxas waits for P·V before the softmax (v2's
+      // SASS, sm_90a, CUDA 13.0), which loses v2 its overlap.
       if (valid > 0) {
         if (valid < kKeys) consumer.mask_keys(s, valid);
         grew = consumer.softmax_scores(s, scale_log2, correction);
