@@ -127,6 +127,13 @@ def _pack_varlen_index_fake(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks):
     return local_idx.new_empty(local_idx.shape, dtype=torch.int32)
 
 
+def halve_block_sizes(variable_block_sizes: Tensor, half: int) -> Tensor:
+    """Each block's valid-token count as the counts of its two halves of `half` tokens:
+    [NK] -> [2 * NK] int64, min(n, half) then n - half clamped to [0, half]."""
+    counts = variable_block_sizes.long()
+    return torch.stack([counts.clamp(0, half), (counts - half).clamp(0, half)], dim=-1).reshape(-1)
+
+
 def pack_varlen_index(local_idx: Tensor, q2k_num: Tensor, cu_q_blocks: Tensor,
                       cu_kv_blocks: Tensor) -> Tensor:
     """Block lists local to each sequence of a packed batch -> lists over the packed sequence.

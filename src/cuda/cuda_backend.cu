@@ -72,10 +72,9 @@ void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStre
 // The Hopper forward with TMA loads: for 128-token blocks at D = 128 the
 // kernel whose CTA holds a whole block (its two halves share K/V), else v2.
 template <class Elem, int kHeadDim>
-void launch_hopper_tma(const FwdKernelParams& kp, const sm90::FwdTensorMaps& maps, int batch, std::int64_t block,
-                       cudaStream_t stream) {
+void launch_hopper_tma(const FwdKernelParams& kp, const sm90::FwdTensorMaps& maps, int batch, cudaStream_t stream) {
   if constexpr (kHeadDim == 128) {
-    if (block == 128) return sm90::launch_fwd_pair<Elem, kHeadDim>(kp, maps, batch, stream);
+    if (kp.block == 128) return sm90::launch_fwd_pair<Elem, kHeadDim>(kp, maps, batch, stream);
   }
   sm90::launch_fwd_tma<Elem, kHeadDim>(kp, maps, batch, stream);
 }
@@ -94,7 +93,7 @@ void launch_hopper(const FwdKernelParams& kp, const ProblemShape& s, int device_
     if (kernel == KernelFamily::sm90_ws)
       sm90::launch_fwd_ws<Elem, kHeadDim>(kp, maps, batch, sm_count(device_index), stream);
     else
-      launch_hopper_tma<Elem, kHeadDim>(kp, maps, batch, s.block, stream);
+      launch_hopper_tma<Elem, kHeadDim>(kp, maps, batch, stream);
   } else {
     sm90::launch_fwd<Elem, kHeadDim>(kp, batch, stream);
   }

@@ -104,7 +104,8 @@ TEST(CudaPartialBlocks, ListOfOnePartialBlock) {
 // Lists aimed at the Hopper forward's TMA loads and its per-CTA schedule, in
 // one launch: lengths from 0 to 40 side by side, the last KV block (its
 // tile ends on the tensor's last row; partial too), one block repeated 40
-// times, and every block in order. Both layouts, both block sizes, D 64/128.
+// times, every block in order, and a block with no token (vbs 0) listed
+// first and among others. Both layouts, both block sizes, D 64/128.
 class CudaForwardLists : public ::testing::TestWithParam<std::tuple<int, int, Layout>> {};
 
 TEST_P(CudaForwardLists, UnevenRepeatedAndLastRowBlocks) {
@@ -117,13 +118,14 @@ TEST_P(CudaForwardLists, UnevenRepeatedAndLastRowBlocks) {
   c.layout = layout;
   c.heads = 2;
   c.kv_heads = 1;
-  c.num_q_blocks = 6;
+  c.num_q_blocks = 7;
   c.num_kv_blocks = 5;
   c.max_kv = 40;
   AttentionProblem problem(on_gpu(c), next_seed());
-  const std::int64_t last = c.num_kv_blocks - 1;
+  const std::int64_t last = c.num_kv_blocks - 1, empty = 3;
   for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) problem.set_vbs(j, c.block);
   problem.set_vbs(last, c.block - 7);
+  problem.set_vbs(empty, 0);
   for (std::int64_t h = 0; h < c.heads; ++h) {
     problem.set_list(0, h, 0, {});
     problem.set_list(0, h, 1, {last});
@@ -133,6 +135,7 @@ TEST_P(CudaForwardLists, UnevenRepeatedAndLastRowBlocks) {
     for (int e = 0; e < 40; ++e) long_list.push_back((e * 3 + h) % c.num_kv_blocks);
     problem.set_list(0, h, 4, long_list);
     problem.set_list(0, h, 5, {last, 0, last});
+    problem.set_list(0, h, 6, {empty, last});
   }
   expect_gpu_forward_matches(problem, true, 0);
 }

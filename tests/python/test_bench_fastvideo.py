@@ -128,12 +128,13 @@ def test_lists_as_64_token_blocks_attend_the_same_tokens(gen):
         assert idx64.shape == (1, 2, 6, 8) and num64.shape == (1, 2, 6)
         assert torch.equal(vbs64, torch.tensor([64, 64, 17, 0, 64, 0, 64, 1, 0, 0]))
         assert torch.equal(_token_mask(idx64, num64, vbs64, 64, 6), _token_mask(idx, num, vbs, 128, 3))
-        for row in range(6):  # no empty half listed; list order kept
-            listed = idx64[0, 1, row, :num64[0, 1, row]]
-            assert (vbs64[listed] > 0).all()
-            assert torch.equal(listed, torch.cat([torch.tensor([2 * b, 2 * b + 1])[vbs64[[2 * b, 2 * b + 1]] > 0]
-                                                  for b in idx[0, 1, row // 2, :num[0, 1, row // 2]].tolist()]
-                                                 or [torch.zeros(0, dtype=torch.int64)]))
+        for head in range(2):
+            for row in range(6):  # no empty half listed; list order kept
+                listed = idx64[0, head, row, :num64[0, head, row]]
+                assert (vbs64[listed] > 0).all()
+                halves = [torch.tensor([2 * b, 2 * b + 1])[vbs64[[2 * b, 2 * b + 1]] > 0]
+                          for b in idx[0, head, row // 2, :num[0, head, row // 2]].tolist()]
+                assert torch.equal(listed, torch.cat(halves or [torch.zeros(0, dtype=torch.int64)]))
 
 
 @pytest.mark.parametrize("peer, kind", [(fastvideo.tk_attention, "tk"),

@@ -1,4 +1,4 @@
-// Epilogue of the forward kernels (the portable one and both Hopper ones):
+// Epilogue of the forward kernels (the portable one and the Hopper ones):
 // normalize O by the row sums, write it through shared memory as 16-byte
 // coalesced stores, and write the base-2 LSE. Rows that saw no key get O = 0
 // and lse = kEmptyRowLse, and so do padding rows (q_variable_block_sizes,

@@ -55,7 +55,7 @@ static_assert(kPairProducerRegisters + kPairConsumers * kPairConsumerRegisters <
                   (1 + kPairConsumers) * kPairLaunchRegisters,
               "the register split fits the CTA's launch allocation");
 // Named barriers: both consumers (V padding); consumer c alone (2 + c); consumer c's turn (4 + c).
-constexpr int kPairBothConsumersBarrier = 1, kPairTurnBarrier = 4;
+constexpr int kPairBothConsumersBarrier = 1, kPairConsumerBarrier = 2, kPairTurnBarrier = 4;
 
 // Ping-pong turns: consumer c waits at its turn barrier before issuing a
 // block's products (take) and arrives at the other's once they are issued
@@ -192,7 +192,7 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
     math.last_pv(buf.v(blocks - 1), PairTurns{c, true});
     release(buf.v_empty(blocks - 1));
   }
-  named_barrier_sync(2 + c, kWarpgroupThreads);  // every warp's products are done reading Q
+  named_barrier_sync(kPairConsumerBarrier + c, kWarpgroupThreads);  // every warp's products are done reading Q
   Elem* stage = reinterpret_cast<Elem*>(smem + (q - ptx::smem_addr(smem)));
   sm80::write_output(math.consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
 }

@@ -107,7 +107,8 @@ struct FwdTileMath {
     } else {
       // A whole 128-key block: no zeroing branch (a register clear per score
       // every block); masked keys give P = 0. The P·V wait then comes before
-      // the exponentials, where the ping-pong turn has that product done.
+      // the exponentials; it costs little there, because under ping-pong a
+      // warpgroup's issue of its products is already paced by them.
       if (valid < kKeys) consumer.mask_keys(s, valid);
       grew = consumer.softmax_scores(s, scale_log2, correction);
     }

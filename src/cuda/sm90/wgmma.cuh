@@ -23,9 +23,11 @@ __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t smem_addr, std:
 }
 
 // The descriptor of the matrix `bytes` further on: only the start address
-// moves. Every shared address is below 2^18, so the sum stays inside the
-// 14-bit field of the low word; computing a tile's descriptor once and
-// advancing it per k-step saves the shift and masks of each step.
+// moves. Every shared address is below 2^18 (a CTA's window is under
+// 228 KB), so the sum stays inside the 14-bit field of the low word.
+// Computing a tile's descriptor once and advancing it per k-step takes the
+// shift and masks out of each step (fewer instructions; no measured change
+// in time).
 __device__ __forceinline__ std::uint64_t desc_advance(std::uint64_t desc, std::uint32_t bytes) {
   const std::uint32_t low = static_cast<std::uint32_t>(desc) + (bytes >> 4);
   return (desc & ~std::uint64_t{0xFFFFFFFFu}) | low;

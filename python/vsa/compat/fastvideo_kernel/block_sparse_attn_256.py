@@ -24,6 +24,7 @@ from torch import Tensor
 import vsa
 from vsa._args import invalid_argument
 from vsa.compat.fastvideo_kernel.block_sparse_attn import logical_map
+from vsa.metadata import halve_block_sizes
 
 _NATIVE_BLOCK = 128
 
@@ -49,10 +50,7 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
 def _halves(block_map: Tensor, variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
     """A 256-block map and counts as 128-block ones (see the module docstring)."""
     halved_map = block_map.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
-    counts = variable_block_sizes.long()
-    halves = torch.stack([counts.clamp(0, _NATIVE_BLOCK), (counts - _NATIVE_BLOCK).clamp(0, _NATIVE_BLOCK)],
-                         dim=1)
-    return halved_map, halves.reshape(-1).to(torch.int32)
+    return halved_map, halve_block_sizes(variable_block_sizes, _NATIVE_BLOCK).to(torch.int32)
 
 
 def block_sparse_attn_128(q: Tensor, k: Tensor, v: Tensor, logical_block_map_128: Tensor,
