@@ -1,9 +1,9 @@
 // Hopper tiles shared by the sm_90 kernels (forward and backward): a
 // [64 rows][D] tile (128 rows for whole 128-token K/V blocks) of 16-bit
-// elements in the 128-byte-swizzled layout that
-// wgmma's shared-memory descriptors describe, its cp.async copy by one
-// warpgroup or its TMA request by one thread, and its descriptors as a
-// K-major or MN-major operand.
+// elements in the 128-byte-swizzled layout that wgmma's shared-memory
+// descriptors describe, its cp.async copy by one warpgroup or its TMA
+// request by one thread, and its descriptors as a K-major or MN-major
+// operand.
 #pragma once
 
 #include <cstdint>

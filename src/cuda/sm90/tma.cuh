@@ -5,11 +5,11 @@
 // Where the consumer and the issuing thread are one warpgroup (v2), no
 // full/empty protocol is needed: the warpgroup synchronizes before the
 // issuing thread reuses a buffer. Where they are different warps (v3 and
-// the kernel for 128-token blocks), each
-// buffer has a "full" barrier (the copy's bytes) and an "empty" one (the
-// consumers' arrivals once they are done reading). Each barrier flips its
-// phase once per use, so a waiter for use u passes parity u & 1; a producer
-// waits for "empty" with parity (u & 1) ^ 1, which a fresh barrier passes.
+// the kernel for 128-token blocks), each buffer has a "full" barrier (the
+// copy's bytes) and an "empty" one (the consumers' arrivals once they are
+// done reading). Each barrier flips its phase once per use, so a waiter for
+// use u passes parity u & 1; a producer waits for "empty" with parity
+// (u & 1) ^ 1, which a fresh barrier passes.
 #pragma once
 
 #include <cuda.h>
