@@ -8,8 +8,9 @@
 // a warpgroup holds its 16 rows as the m16n8 fragments that kernel uses).
 //
 // The softmax of tile t runs while P·V of tile t−1 is on the tensor cores:
-// P(t−1) waits in p_prev until that product is issued, and O is rescaled by
-// tile t's new maxima only once the product is done (softmax_into_p's `then`).
+// P(t−1) waits in p_prev until that product is issued. O is rescaled by tile
+// t's new maxima in the next turn, between the issue of S(t+1) and of
+// P(t)·V(t), under S's products (FA3's order; rescale_pending).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +67,7 @@ struct FwdTileMath {
     wgmma_fence();
     order.take();
     issue_scores(q_tile, k_tile);
+    rescale_pending();  // under S(t), off the softmax's path (FA3's order)
     issue_pv(v_prev);
     order.pass();
     wgmma_wait<1>();
@@ -81,13 +83,14 @@ struct FwdTileMath {
     fence_registers(o());
     wgmma_fence();
     order.take();
+    rescale_pending();
     issue_pv(v_tile);
     order.pass();
     wait_pv();
   }
   // The softmax of the scores in s (keys [0, valid) real), then P into
-  // p_prev; `then` runs in between, before O is rescaled: the wait for the
-  // P·V product in flight.
+  // p_prev; `then` runs in between: the wait for the P·V product in flight,
+  // which still reads p_prev. O's rescale is left to rescale_pending.
   template <class Then>
   __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
     float correction[Consumer::kRowSlots];
@@ -113,11 +116,28 @@ struct FwdTileMath {
       grew = consumer.softmax_scores(s, scale_log2, correction);
     }
     then();
-    if (grew) consumer.rescale_o(correction);
+    // O is rescaled right before the next P·V is issued (rescale_pending).
+    rescale_due = grew;
+#pragma unroll
+    for (int r = 0; r < Consumer::kRowSlots; ++r) pending_correction[r] = correction[r];
     pack_a<Elem>(s, p_prev);
   }
 
  private:
+  // The rescale of O the last softmax asked for, before the P·V product that
+  // adds to O is issued; its registers are fenced again for that product.
+  __device__ void rescale_pending() {
+    if (rescale_due) {
+      consumer.rescale_o(pending_correction);
+      rescale_due = false;
+    }
+    fence_registers(o());
+    wgmma_fence();
+  }
+
+  bool rescale_due = false;
+  float pending_correction[Consumer::kRowSlots];
+
   // S = Q·Kᵀ into s (a new group); the caller fenced the registers first.
   __device__ void issue_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
 #pragma unroll
