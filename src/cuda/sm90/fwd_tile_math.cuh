@@ -80,10 +80,8 @@ struct FwdTileMath {
   // After the last tile: its P·V, waited for.
   template <class Order = AnyOrder>
   __device__ void last_pv(std::uint32_t v_tile, const Order& order = {}) {
-    fence_registers(o());
-    wgmma_fence();
     order.take();
-    rescale_pending();
+    rescale_pending();  // also fences O and P for the product
     issue_pv(v_tile);
     order.pass();
     wait_pv();
@@ -93,7 +91,6 @@ struct FwdTileMath {
   // which still reads p_prev. O's rescale is left to rescale_pending.
   template <class Then>
   __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
-    float correction[Consumer::kRowSlots];
     bool grew = false;
     if constexpr (kKeys == kTileRows) {
       // With this branch's zeros the exponentials land outside S's registers
@@ -102,24 +99,23 @@ struct FwdTileMath {
       // SASS, sm_90a, CUDA 13.0), which loses v2 its overlap.
       if (valid > 0) {
         if (valid < kKeys) consumer.mask_keys(s, valid);
-        grew = consumer.softmax_scores(s, scale_log2, correction);
+        grew = consumer.softmax_scores(s, scale_log2, pending_correction);
       } else {
 #pragma unroll
         for (int i = 0; i < kKeys / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
       }
     } else {
       // A whole 128-key block: no zeroing branch (a register clear per score
-      // every block); masked keys give P = 0. The P·V wait then comes before
-      // the exponentials; it costs little there, because under ping-pong a
-      // warpgroup's issue of its products is already paced by them.
+      // every block, which cost 5 %); masked keys give P = 0. The P·V wait
+      // then comes before the exponentials, so they do not run under that
+      // product (docs/kernel-notes.md: up to ~10 % left there).
       if (valid < kKeys) consumer.mask_keys(s, valid);
-      grew = consumer.softmax_scores(s, scale_log2, correction);
+      grew = consumer.softmax_scores(s, scale_log2, pending_correction);
     }
     then();
-    // O is rescaled right before the next P·V is issued (rescale_pending).
+    // O is rescaled right before the next P·V is issued (rescale_pending),
+    // by the factors softmax_scores left in pending_correction.
     rescale_due = grew;
-#pragma unroll
-    for (int r = 0; r < Consumer::kRowSlots; ++r) pending_correction[r] = correction[r];
     pack_a<Elem>(s, p_prev);
   }
 
