@@ -3,9 +3,10 @@
 // VSA_CUDA_KERNEL=sm90ws), the second (TMA loads, fwd_tma_kernel.cuh), the
 // kernel that takes its place for 128-token blocks at D = 128
 // (fwd_pair_kernel.cuh), and the first (cp.async loads, fwd_kernel.cuh),
-// which runs what TMA cannot describe and the override VSA_CUDA_KERNEL=sm90v1. Their explicit instantiations live
-// in generated translation units (fwd_*instance.cu.in). The kernel bodies
-// exist only in sm_90a code.
+// which runs what TMA cannot describe and the override
+// VSA_CUDA_KERNEL=sm90v1. Their explicit instantiations live in generated
+// translation units (fwd_*instance.cu.in). The kernel bodies exist only in
+// sm_90a code.
 #pragma once
 
 #include <cuda_bf16.h>
