@@ -104,12 +104,16 @@ BackwardParams backward_params(const InArray& q, const InArray& k, const InArray
 void run_backward(const InArray& q, const InArray& k, const InArray& v, const InArray& q2k_idx,
                   const InArray& q2k_num, const InArray& variable_block_sizes,
                   const std::optional<InArray>& q_variable_block_sizes, const InArray& out,
-                  const InArray& lse, const InArray& dout, const std::optional<OutArray>& workspace,
-                  const OutArray& dq, const OutArray& dk, const OutArray& dv,
-                  const std::string& layout, float scale, bool deterministic,
+                  const InArray& lse, const InArray& dout, const std::optional<InArray>& dq_mean,
+                  const std::optional<InArray>& dk_mean, const std::optional<InArray>& dv_mean,
+                  const std::optional<OutArray>& workspace, const OutArray& dq, const OutArray& dk,
+                  const OutArray& dv, const std::string& layout, float scale, bool deterministic,
                   std::uintptr_t stream) {
   BackwardParams p = backward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
                                      lse, dout, dq, dk, dv, layout, scale, deterministic);
+  p.dq_mean = to_tensor_ref(dq_mean, "dq_mean");
+  p.dk_mean = to_tensor_ref(dk_mean, "dk_mean");
+  p.dv_mean = to_tensor_ref(dv_mean, "dv_mean");
   if (workspace) {
     p.workspace = workspace->data();
     p.workspace_bytes = workspace->nbytes();
@@ -164,9 +168,12 @@ void bind_attention(nb::module_& m) {
         "None) in the same kernel: bitwise forward followed by gate_combine. No lse.");
   m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "out"_a, "lse"_a, "dout"_a,
-        "workspace"_a.none(), "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a, "deterministic"_a, "stream"_a,
+        "dq_mean"_a.none(), "dk_mean"_a.none(), "dv_mean"_a.none(), "workspace"_a.none(), "dq"_a, "dk"_a,
+        "dv"_a, "layout"_a, "scale"_a, "deterministic"_a, "stream"_a,
         "Gradients dq, dk, dv into the caller's arrays. `workspace` holds at least "
-        "backward_workspace_bytes(...) bytes when that is nonzero.");
+        "backward_workspace_bytes(...) bytes when that is nonzero. dq_mean, dk_mean, dv_mean "
+        "(float32 [B, H(kv), N, D] or None): block-mean gradients added to each block's valid "
+        "rows as mean / count before rounding (the VSA layer's, fused).");
   m.def("backward_workspace_bytes", &workspace_bytes, "q"_a, "k"_a, "v"_a, "q2k_idx"_a,
         "q2k_num"_a, "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "out"_a, "lse"_a, "dout"_a,
         "dq"_a, "dk"_a, "dv"_a, "layout"_a, "scale"_a, "deterministic"_a,

@@ -77,6 +77,16 @@ struct BackwardParams {
   // is summed by float atomics unless `deterministic` asks for a dQ pass
   // that sums each row in list order.
   bool deterministic = false;
+  // Optional addends, the VSA layer's block-mean gradients fused into the
+  // writes of dq, dk and dv (vsa/layer.hpp, block_mean_backward): when
+  // dq_mean is defined, every real row t of query block n (t below its
+  // q_variable_block_sizes, all rows without it) gets
+  //   dq[b, h, t, :] = round(grad + dq_mean[b, h, n, :] / count(n))
+  // where grad is the attention's float32 gradient, rounded once; padding rows
+  // stay exactly 0. dk_mean and dv_mean do the same for dk and dv over each KV
+  // block's variable_block_sizes valid rows. Each is optional on its own;
+  // [B, H, NQ, D] (dq_mean) or [B, Hkv, NK, D] float32, contiguous.
+  TensorRef dq_mean, dk_mean, dv_mean;
   void* workspace = nullptr;  // device scratch of backward_workspace_bytes(); CPU needs none
   std::size_t workspace_bytes = 0;
   void* stream = nullptr;

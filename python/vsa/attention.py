@@ -48,7 +48,7 @@ def _forward_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_bl
 
 
 def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
-                     lse, dout, dq, dk, dv, layout, scale, deterministic, stream):
+                     lse, dout, dq_mean, dk_mean, dv_mean, dq, dk, dv, layout, scale, deterministic, stream):
     """_C.backward with the device scratch it asks for, from torch's caching allocator
     (the core allocates nothing; on CUDA the scratch holds delta, the dq accumulator and
     the KV->Q lists)."""
@@ -56,25 +56,32 @@ def _backward_kernel(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable
               dout)
     size = _C.backward_workspace_bytes(*arrays, dq, dk, dv, layout, scale, deterministic)
     workspace = dq.new_empty(size, dtype=torch.uint8) if size else None
-    _C.backward(*arrays, workspace, dq, dk, dv, layout, scale, deterministic, stream)
+    _C.backward(*arrays, dq_mean, dk_mean, dv_mean, workspace, dq, dk, dv, layout, scale, deterministic,
+                stream)
 
 
 @torch.library.custom_op("vsa::backward", mutates_args=())
 def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
               q2k_idx: Tensor, q2k_num: Tensor, variable_block_sizes: Tensor,
               q_variable_block_sizes: Optional[Tensor], scale: float, layout: str,
-              deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+              deterministic: bool, dq_mean: Optional[Tensor] = None, dk_mean: Optional[Tensor] = None,
+              dv_mean: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+    """The attention's gradients; dq_mean, dk_mean, dv_mean (the VSA layer's block-mean
+    gradients, float32 [B, H(kv), N, D]) are added to each block's valid rows as mean / count
+    in the same pass (vsa::BackwardParams)."""
     dout, q, k, v, out = (kernel_ready(t) for t in (dout, q, k, v, out))
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     launch(_backward_kernel,
-           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out, lse, dout),
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out, lse, dout,
+            dq_mean, dk_mean, dv_mean),
            (dq, dk, dv), layout, scale, deterministic)
     return dq, dk, dv
 
 
 @_backward.register_fake
 def _backward_fake(dout, q, k, v, out, lse, q2k_idx, q2k_num, variable_block_sizes,
-                   q_variable_block_sizes, scale, layout, deterministic):
+                   q_variable_block_sizes, scale, layout, deterministic, dq_mean=None, dk_mean=None,
+                   dv_mean=None):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 

@@ -17,9 +17,12 @@ Four stages, each a function a benchmark can time on its own:
 When no gradient is needed (grad mode off, or none of q, k, v, gate requires
 one) video_sparse_attn runs the last two as one: the fine kernel applies the
 gate combine in its epilogue (fine_stage_gated), with the same bits and one
-pass over the output fewer. Training keeps the separate stages: the fine
-stage's backward reads the attention's own output and lse, which the fused
-kernel never writes (docs/layer.md).
+pass over the output fewer. Training keeps the fine stage and the combine
+apart (the fine stage's backward reads the attention's own output and lse,
+which the fused kernel never writes) and records the layer as one autograd
+node (vsa.layer_training), whose backward hands the block means' gradients
+to the fine backward, which adds them as it writes dq, dk and dv
+(docs/layer.md).
 
 Selection (docs/layer.md): scores are float32 FMA chains of float32 means in
 one fixed order, identical on every backend, so the same inputs select the
@@ -39,6 +42,7 @@ from vsa._args import LAYOUTS, invalid_argument, scale_argument
 from vsa._tensors import expect_same_device, index_tensor, optional_index_tensor, optional_tensors
 from vsa.attention import block_sparse_attn
 from vsa.layer_ops import _block_mean, _coarse_stage, _fine_stage_gated, _gate_combine
+from vsa.layer_training import training_layer
 
 
 def block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor,
@@ -146,14 +150,13 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
     if not 1 <= topk <= num_kv_blocks:
         raise invalid_argument("topk", f"a block count in [1, NK = {num_kv_blocks}]", topk)
 
-    q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)
-    coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale=scale)
     # The fine stage computes real query rows only: a pad token's output is coarse · gate.
-    if _needs_grad(q, k, v, gate):
-        fine = fine_stage(q, k, v, q2k_idx, q2k_num, vbs, scale=scale, layout=layout,
-                          q_variable_block_sizes=q_vbs)
-        out = gate_combine(fine, coarse, gate, layout=layout)
+    if _needs_grad(q, k, v, gate):  # one autograd node: the means' gradients ride the fine backward
+        out, q2k_idx, q2k_num = training_layer(q, k, v, gate, vbs, q_vbs, int(topk), scale_argument(scale),
+                                               layout, torch.are_deterministic_algorithms_enabled())
     else:  # the same bits, one pass over the output fewer
+        q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)
+        coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale=scale)
         out = fine_stage_gated(q, k, v, q2k_idx, q2k_num, vbs, coarse, gate, scale=scale, layout=layout,
                                q_variable_block_sizes=q_vbs)
     return (out, q2k_idx, q2k_num) if return_lists else out

@@ -124,24 +124,32 @@ def _coarse_stage_setup(ctx, inputs, output):
     coarse, q2k_idx, q2k_num = output
     ctx.mark_non_differentiable(q2k_idx, q2k_num)
     ctx.save_for_backward(q_mean, k_mean, v_mean, variable_block_sizes, coarse)
-    ctx.scale = scale or 1.0 / math.sqrt(q_mean.shape[-1])
+    ctx.scale = scale
 
 
-def _coarse_stage_grad(ctx, dcoarse, _didx, _dnum):
-    """Dense attention's backward on the means: query head h uses KV head h / (H / Hkv),
-    so the query rows are viewed grouped by KV head and the KV gradients sum over the group."""
-    q_mean, k_mean, v_mean, variable_block_sizes, coarse = ctx.saved_tensors
+def coarse_stage_backward(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
+                          coarse: Tensor, dcoarse: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Dense attention's backward on the means, float32 and contiguous: query head h uses KV
+    head h / (H / Hkv), so the query rows are viewed grouped by KV head and the KV gradients
+    sum over the group. scale 0 means 1/sqrt(D)."""
+    scale = scale or 1.0 / math.sqrt(q_mean.shape[-1])
     batch, heads, blocks, dim = q_mean.shape
     kv_heads = k_mean.shape[1]
     grouped = (batch, kv_heads, heads // kv_heads * blocks, dim)
     q, out, dout = (t.reshape(grouped) for t in (q_mean, coarse, dcoarse))
-    probs = coarse_weights(q, k_mean, variable_block_sizes > 0, ctx.scale)
+    probs = coarse_weights(q, k_mean, variable_block_sizes > 0, scale)
     dprobs = dout @ v_mean.transpose(-1, -2)
     dscores = probs * (dprobs - (dout * out).sum(dim=-1, keepdim=True))
-    dq = (dscores @ k_mean) * ctx.scale
-    dk = (dscores.transpose(-1, -2) @ q) * ctx.scale
+    dq = (dscores @ k_mean) * scale
+    dk = (dscores.transpose(-1, -2) @ q) * scale
     dv = probs.transpose(-1, -2) @ dout
-    return dq.reshape(q_mean.shape), dk, dv, None, None, None
+    return dq.reshape(q_mean.shape), dk, dv
+
+
+def _coarse_stage_grad(ctx, dcoarse, _didx, _dnum):
+    q_mean, k_mean, v_mean, variable_block_sizes, coarse = ctx.saved_tensors
+    return (*coarse_stage_backward(q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse, ctx.scale),
+            None, None, None)
 
 
 _coarse_stage.register_autograd(_coarse_stage_grad, setup_context=_coarse_stage_setup)

@@ -247,6 +247,17 @@ void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {
   expect_like(p.dq, "dq", p.in.q, "q");
   expect_like(p.dk, "dk", p.in.k, "k");
   expect_like(p.dv, "dv", p.in.k, "k");
+  const auto expect_mean_grad = [&](const TensorRef& t, const char* name, std::int64_t heads, std::int64_t blocks) {
+    if (!t.defined()) return;
+    expect_rank(t, name, 4);
+    expect_same_device(t, name, p.in.q);
+    expect_dtype(t, name, DType::f32);
+    expect_shape(t, name, {s.batch, heads, blocks, s.head_dim});
+    expect_contiguous(t, name);
+  };
+  expect_mean_grad(p.dq_mean, "dq_mean", s.heads, s.num_q_blocks);
+  expect_mean_grad(p.dk_mean, "dk_mean", s.kv_heads, s.num_kv_blocks);
+  expect_mean_grad(p.dv_mean, "dv_mean", s.kv_heads, s.num_kv_blocks);
 }
 
 void check_block_list_values(const TensorRef& idx, const char* idx_name, const TensorRef& num,

@@ -175,8 +175,18 @@ class BackwardPass {
       matmul(Transpose::no, Transpose::no, real, d_, sel.count, scale_, ds, sel.count, sel.keys, d_, 0.0f, dq_block,
              d_);
     }
+    add_mean_grad(dq_block, real, p_.dq_mean, (qb.batch * s_.heads + qb.head) * s_.num_q_blocks + qb.index);
     const auto dq = sequence_rows<T>(p_.dq, p_.in.layout);
     for (std::int64_t r = 0; r < rows_; ++r) store_row(dq_block + r * d_, dq.row(qb.batch, qb.head, first + r), d_);
+  }
+
+  // BackwardParams' block-mean gradient addend: mean row `mean_row` / count added to the
+  // block's first `count` (real) rows, before they are rounded.
+  void add_mean_grad(float* rows, std::int64_t count, const TensorRef& mean, std::int64_t mean_row) const {
+    if (!mean.defined() || count == 0) return;
+    const float* grad = static_cast<const float*>(mean.data) + mean_row * d_;
+    for (std::int64_t r = 0; r < count; ++r)
+      for (std::int64_t c = 0; c < d_; ++c) rows[r * d_ + c] += grad[c] / static_cast<float>(count);
   }
 
   // dv += Pᵀ·dout and dk += scale · dSᵀ·q over the valid keys of one kv
@@ -204,8 +214,12 @@ class BackwardPass {
     }
   }
 
-  void store_dk_dv(std::int64_t batch, std::int64_t kv_head, std::int64_t kv_block, const float* dk_all,
-                   const float* dv_all) const {
+  void store_dk_dv(std::int64_t batch, std::int64_t kv_head, std::int64_t kv_block, float* dk_all,
+                   float* dv_all) const {
+    const std::int64_t valid = detail::load_int(p_.in.variable_block_sizes, kv_block);
+    const std::int64_t mean_row = (batch * s_.kv_heads + kv_head) * s_.num_kv_blocks + kv_block;
+    add_mean_grad(dk_all + kv_block * rows_ * d_, valid, p_.dk_mean, mean_row);
+    add_mean_grad(dv_all + kv_block * rows_ * d_, valid, p_.dv_mean, mean_row);
     const auto dk_rows = sequence_rows<T>(p_.dk, p_.in.layout);
     const auto dv_rows = sequence_rows<T>(p_.dv, p_.in.layout);
     for (std::int64_t t = kv_block * rows_; t < (kv_block + 1) * rows_; ++t) {

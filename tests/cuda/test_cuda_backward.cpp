@@ -15,6 +15,7 @@
 
 #include "attention_cases.hpp"
 #include "device_buffer.hpp"
+#include "support/mean_grad_addends.hpp"
 
 namespace vsa::test {
 namespace {
@@ -54,6 +55,32 @@ TEST_P(CudaBackward, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kBothDqPaths)),
+                         case_and_path_name);
+
+// The VSA layer's block-mean gradients fused into the writes of dq, dk and dv
+// (BackwardParams::dq_mean, dk_mean, dv_mean), on both dq paths: the float64
+// reference plus mean / count on each block's valid rows.
+class CudaBackwardMeanGrads : public ::testing::TestWithParam<std::tuple<AttentionCase, bool>> {};
+
+TEST_P(CudaBackwardMeanGrads, AddMeanOverCountToEachValidRow) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [c, deterministic] = GetParam();
+  const std::uint64_t seed = next_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  AttentionProblem problem(on_gpu(c), seed);
+  std::mt19937_64 rng(seed + 1);
+  const MeanGradAddends add = draw_mean_grad_addends(problem, rng, true, true, true);
+  DeviceBackward device = gpu_backward(problem, deterministic);
+  const DeviceMirror dq_mean(add.dq_mean), dk_mean(add.dk_mean), dv_mean(add.dv_mean);
+  device.params.dq_mean = dq_mean.ref();
+  device.params.dk_mean = dk_mean.ref();
+  device.params.dv_mean = dv_mean.ref();
+  device.run();
+  problem.expect_backward_matches(add.added);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardMeanGrads,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kBothDqPaths)),
                          case_and_path_name);
 

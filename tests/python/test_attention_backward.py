@@ -106,8 +106,8 @@ def test_binding_backward_writes_every_gradient_element(gen):
     _C.forward(p.q, p.k, p.v, *p.lists, None, out, lse, "bhsd", 0.0, True, 0)
     dout = torch.randn(p.q.shape, generator=gen)
     dq, dk, dv = (torch.full_like(t, float("nan")) for t in (p.q, p.k, p.v))
-    _C.backward(p.q, p.k, p.v, *p.lists, None, out, lse, dout, None, dq, dk, dv, "bhsd",
-                0.0, False, 0)
+    _C.backward(p.q, p.k, p.v, *p.lists, None, out, lse, dout, None, None, None, None, dq, dk, dv,
+                "bhsd", 0.0, False, 0)
     for g in (dq, dk, dv):
         assert torch.isfinite(g).all()
     # Keys no row attends (block 1 has no valid keys) get exactly zero gradient.

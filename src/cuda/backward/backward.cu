@@ -94,6 +94,11 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   rows.heads = static_cast<int>(s.heads);
   rows.seq_q = s.seq_q;
   rows.scale = scale;
+  rows.dq_mean = static_cast<const float*>(p.dq_mean.data);  // null when undefined
+  rows.q_vbs = in.q_variable_block_sizes.data;
+  rows.q_vbs_is_64 = in.q_variable_block_sizes.dtype == DType::i64;
+  rows.block = static_cast<int>(s.block);
+  rows.num_q_blocks = static_cast<int>(s.num_q_blocks);
   const bool atomic_dq = !p.deterministic;
   if (atomic_dq)
     check_cuda(cudaMemsetAsync(rows.dq_accum, 0, ws.cursors - ws.dq_accum, stream), "cudaMemsetAsync(dq accumulator)");
@@ -127,6 +132,9 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.vbs_is_64 = in.variable_block_sizes.dtype == DType::i64;
   kp.q_vbs = in.q_variable_block_sizes.data;  // null when absent
   kp.q_vbs_is_64 = in.q_variable_block_sizes.dtype == DType::i64;
+  kp.dq_mean = rows.dq_mean;
+  kp.dk_mean = static_cast<const float*>(p.dk_mean.data);
+  kp.dv_mean = static_cast<const float*>(p.dv_mean.data);
   kp.heads = static_cast<int>(s.heads);
   kp.kv_group = static_cast<int>(s.heads / s.kv_heads);
   kp.num_q_blocks = static_cast<int>(s.num_q_blocks);

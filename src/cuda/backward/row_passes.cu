@@ -2,6 +2,7 @@
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/dq_accum.cuh"
+#include "cuda/common/mean_grad_rows.cuh"
 #include "cuda/common/numeric.cuh"
 
 namespace vsa::cuda {
@@ -42,6 +43,17 @@ __global__ void delta_kernel(const RowPassParams p) {
   if (row < rows && part == 0) p.delta[row] = sum;
 }
 
+// The dq_mean addend of the 64-row tile from flat row first_row of [B·H·Sq] (a tile lies in
+// one query block).
+__device__ __forceinline__ MeanGradRows tile_mean_grad_rows(const RowPassParams& p, std::int64_t first_row,
+                                                            int head_dim) {
+  if (p.dq_mean == nullptr) return {};
+  const std::int64_t bh = first_row / p.seq_q, position = first_row % p.seq_q, q_block = position / p.block;
+  const int count = p.q_vbs == nullptr ? p.block : static_cast<int>(load_meta(p.q_vbs, p.q_vbs_is_64, q_block));
+  return {p.dq_mean + (bh * p.num_q_blocks + q_block) * head_dim, static_cast<float>(count),
+          count - static_cast<int>(position % p.block)};
+}
+
 // One thread per accumulator quad: two element pairs, rows r and r + 8.
 template <class Elem, int kHeadDim>
 __global__ void dq_finish_kernel(const RowPassParams p) {
@@ -54,8 +66,11 @@ __global__ void dq_finish_kernel(const RowPassParams p) {
   const float4 v = *reinterpret_cast<const float4*>(p.dq_accum + 4 * quad);
   Elem* dst = static_cast<Elem*>(p.dq) + row_offset(p.dq_stride, tile * kTileRows + at.row, p.heads, p.seq_q) +
               at.column;
-  *reinterpret_cast<std::uint32_t*>(dst) = ElemTraits<Elem>::pack(v.x * p.scale, v.y * p.scale);
-  *reinterpret_cast<std::uint32_t*>(dst + 8 * p.dq_stride.seq) = ElemTraits<Elem>::pack(v.z * p.scale, v.w * p.scale);
+  const MeanGradRows add = tile_mean_grad_rows(p, tile * kTileRows, kHeadDim);
+  *reinterpret_cast<std::uint32_t*>(dst) = ElemTraits<Elem>::pack(v.x * p.scale + add.at(at.row, at.column),
+                                                                   v.y * p.scale + add.at(at.row, at.column + 1));
+  *reinterpret_cast<std::uint32_t*>(dst + 8 * p.dq_stride.seq) =
+      ElemTraits<Elem>::pack(v.z * p.scale + add.at(at.row + 8, at.column), v.w * p.scale + add.at(at.row + 8, at.column + 1));
 }
 
 unsigned blocks_for(std::int64_t threads) { return static_cast<unsigned>((threads + kThreads - 1) / kThreads); }

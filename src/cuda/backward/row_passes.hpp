@@ -1,7 +1,8 @@
 // The backward's two passes over query rows, around the main kernel:
 //   before: delta = rowsum(dO ∘ O), one fp32 per row, which dS = P ∘ (dP − delta) needs;
 //   after:  dq = scale · dq_accum, the fp32 sums of dS·K (in fragment order,
-//           common/dq_accum.cuh) rounded into the caller's dq rows.
+//           common/dq_accum.cuh), plus the dq_mean addend, rounded into the
+//           caller's dq rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,6 +25,11 @@ struct RowPassParams {
   int batch, heads;
   std::int64_t seq_q;
   float scale;
+  // The dq_mean addend (BackwardParams), or null; its divisors are q_vbs (blk when null).
+  const float* dq_mean;  // [B, H, NQ, D]
+  const void* q_vbs;
+  bool q_vbs_is_64;
+  int block, num_q_blocks;
 };
 
 template <class Elem, int kHeadDim>

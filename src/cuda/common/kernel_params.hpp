@@ -70,6 +70,10 @@ struct BwdKernelParams {
   // in the key pass and a zero dq row.
   const void* q_vbs;
   bool q_vbs_is_64;
+  // BackwardParams' block-mean gradient addends (mean_grad_rows.cuh), or null.
+  const float* dq_mean;  // [B, H, NQ, D]
+  const float* dk_mean;  // [B, Hkv, NK, D]
+  const float* dv_mean;
 
   int heads, kv_group;  // query heads h·kv_group .. (h+1)·kv_group-1 share kv head h
   int num_q_blocks, max_kv, num_kv_blocks, block;

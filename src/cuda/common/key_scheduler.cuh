@@ -9,6 +9,7 @@
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
+#include "cuda/common/mean_grad_rows.cuh"
 
 namespace vsa::cuda {
 
@@ -34,6 +35,7 @@ class KeyScheduler {
 
   __device__ int batch() const { return batch_; }
   __device__ int kv_head() const { return kv_head_; }
+  __device__ int kv_block() const { return kv_block_; }
   __device__ std::int64_t first_key() const {
     return static_cast<std::int64_t>(kv_block_) * p_.block + key_tile_ * kTileRows;
   }
@@ -118,6 +120,14 @@ __device__ __forceinline__ BwdKeyRows<Elem> key_rows(const BwdKernelParams& p, c
           static_cast<const Elem*>(p.v) + b * p.v_stride.batch + h * p.v_stride.head + key * p.v_stride.seq,
           static_cast<Elem*>(p.dk) + b * p.dk_stride.batch + h * p.dk_stride.head + key * p.dk_stride.seq,
           static_cast<Elem*>(p.dv) + b * p.dv_stride.batch + h * p.dv_stride.head + key * p.dv_stride.seq};
+}
+
+// The addend of dk_mean or dv_mean (one of p's) for the CTA's key tile.
+__device__ __forceinline__ MeanGradRows key_mean_grad_rows(const BwdKernelParams& p, const float* means,
+                                                           const KeyScheduler& sched, int head_dim) {
+  return mean_grad_rows(means, sched.batch(), p.heads / p.kv_group, sched.kv_head(), p.num_kv_blocks,
+                        sched.kv_block(), static_cast<int>(load_meta(p.vbs, p.vbs_is_64, sched.kv_block())),
+                        sched.valid_keys(), head_dim);
 }
 
 // The grid of the key pass: a CTA per 64-key tile × kv heads × batch.

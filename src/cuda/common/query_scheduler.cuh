@@ -13,6 +13,7 @@
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
+#include "cuda/common/mean_grad_rows.cuh"
 
 namespace vsa::cuda {
 
@@ -142,6 +143,17 @@ __device__ __forceinline__ DqTileRows<Elem> dq_tile_rows(const BwdKernelParams& 
           static_cast<const Elem*>(p.v) + b * p.v_stride.batch + kvh * p.v_stride.head,
           static_cast<Elem*>(p.dq) + b * p.dq_stride.batch + h * p.dq_stride.head + row0 * p.dq_stride.seq,
           (static_cast<std::int64_t>(b) * p.heads + h) * p.seq_q + row0};
+}
+
+// The dq_mean addend of the dQ pass's tile (its rows lie in one query block, whose divisor is
+// its q_variable_block_sizes count, or blk without them).
+__device__ __forceinline__ MeanGradRows query_mean_grad_rows(const BwdKernelParams& p,
+                                                             const QueryScheduler<kTileRows, BwdKernelParams>& sched,
+                                                             int head_dim) {
+  const std::int64_t q_block = sched.first_query_row() / p.block;
+  const int count = p.q_vbs == nullptr ? p.block : static_cast<int>(load_meta(p.q_vbs, p.q_vbs_is_64, q_block));
+  return mean_grad_rows(p.dq_mean, sched.batch(), p.heads, sched.head(), p.num_q_blocks, q_block, count,
+                        sched.real_rows(), head_dim);
 }
 
 // The lse and delta of the two rows a thread holds in an m16n8 fragment

@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
   const int real_rows = sched.real_rows();  // padding rows' dq is zero
   ptx::cp_async_wait<0>();  // with no tiles, Q and dO are still in flight
   __syncthreads();          // and every warp is done reading Q before it is used for staging
-  write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, sq, rows.dq, p.dq_stride.seq, real_rows);
+  write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, sq, rows.dq, p.dq_stride.seq, real_rows,
+                                  query_mean_grad_rows(p, sched, kHeadDim));
 }
 
 template <class Elem, int kHeadDim>

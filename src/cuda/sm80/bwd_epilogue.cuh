@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/mean_grad_rows.cuh"
 #include "cuda/common/numeric.cuh"
 #include "cuda/sm80/bwd_consumer.cuh"
 
@@ -20,18 +21,23 @@ constexpr int kBwdThreads = 128;
 // the tile from `real_rows` on are written as exact zeros (selected as they
 // are copied out: the dQ pass's padding query rows, whose sums may be
 // anything; rows never mix in its products, so this is the only place they
-// need).
+// need). `add` is the block-mean gradient added before rounding (none by
+// default).
 template <class Elem, int kHeadDim>
 __device__ void write_warp_rows(const float (&acc)[1][kHeadDim / 8][4], float factor, int warp, int lane,
-                                Elem* stage, Elem* out_rows, std::int64_t out_row_stride, int real_rows = kTileRows) {
+                                Elem* stage, Elem* out_rows, std::int64_t out_row_stride, int real_rows = kTileRows,
+                                const MeanGradRows& add = {}) {
   using Tile = SmemTile<Elem, kHeadDim>;
   const int row0 = 16 * warp;
 #pragma unroll
   for (int t = 0; t < kHeadDim / 8; ++t)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      *reinterpret_cast<std::uint32_t*>(stage + Tile::offset(row0 + lane / 4 + 8 * h, t) + 2 * (lane % 4)) =
-          ElemTraits<Elem>::pack(acc[0][t][2 * h] * factor, acc[0][t][2 * h + 1] * factor);
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + lane / 4 + 8 * h, col = 8 * t + 2 * (lane % 4);
+      *reinterpret_cast<std::uint32_t*>(stage + Tile::offset(row, t) + 2 * (lane % 4)) =
+          ElemTraits<Elem>::pack(acc[0][t][2 * h] * factor + add.at(row, col),
+                                 acc[0][t][2 * h + 1] * factor + add.at(row, col + 1));
+    }
   __syncwarp();
 #pragma unroll
   for (int i = lane; i < 16 * Tile::kChunks; i += 32) {
@@ -44,10 +50,12 @@ __device__ void write_warp_rows(const float (&acc)[1][kHeadDim / 8][4], float fa
 
 template <class Elem, int kHeadDim>
 __device__ void write_key_grads(const BwdConsumer<Elem, kHeadDim>& c, float scale, Elem* stage_k, Elem* stage_v,
-                                Elem* dk_rows, std::int64_t dk_row_stride, Elem* dv_rows,
-                                std::int64_t dv_row_stride) {
-  write_warp_rows<Elem, kHeadDim>(c.dk(), scale, c.warp(), c.lane(), stage_k, dk_rows, dk_row_stride);
-  write_warp_rows<Elem, kHeadDim>(c.dv(), 1.0f, c.warp(), c.lane(), stage_v, dv_rows, dv_row_stride);
+                                Elem* dk_rows, std::int64_t dk_row_stride, Elem* dv_rows, std::int64_t dv_row_stride,
+                                const MeanGradRows& add_k, const MeanGradRows& add_v) {
+  write_warp_rows<Elem, kHeadDim>(c.dk(), scale, c.warp(), c.lane(), stage_k, dk_rows, dk_row_stride, kTileRows,
+                                  add_k);
+  write_warp_rows<Elem, kHeadDim>(c.dv(), 1.0f, c.warp(), c.lane(), stage_v, dv_rows, dv_row_stride, kTileRows,
+                                  add_v);
 }
 
 }  // namespace vsa::cuda::sm80

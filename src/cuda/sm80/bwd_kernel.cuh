@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   }
   // No copy is in flight here, and each warp stages only its own rows of the
   // Q and dO tiles.
-  write_key_grads(consumer, p.scale, sq, sdo, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq);
+  write_key_grads(consumer, p.scale, sq, sdo, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq,
+                  key_mean_grad_rows(p, p.dk_mean, sched, kHeadDim), key_mean_grad_rows(p, p.dv_mean, sched, kHeadDim));
 }
 
 template <class Elem, int kHeadDim>

@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
   using Grad = float[1][kHeadDim / 8][4];
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dq), p.scale, warp, lane,
                                         reinterpret_cast<Elem*>(smem + (sq - smem0)), rows.dq, p.dq_stride.seq,
-                                        real_rows);
+                                        real_rows, query_mean_grad_rows(p, sched, kHeadDim));
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

@@ -205,9 +205,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   using Grad = float[1][kHeadDim / 8][4];
   const PairStage<kHeadDim> spare = stage_of(n % stages);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dk), p.scale, warp, lane,
-                                        reinterpret_cast<Elem*>(generic(spare.q)), keys.dk, p.dk_stride.seq);
+                                        reinterpret_cast<Elem*>(generic(spare.q)), keys.dk, p.dk_stride.seq,
+                                        kTileRows, key_mean_grad_rows(p, p.dk_mean, sched, kHeadDim));
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dv), 1.0f, warp, lane,
-                                        reinterpret_cast<Elem*>(generic(spare.dout)), keys.dv, p.dv_stride.seq);
+                                        reinterpret_cast<Elem*>(generic(spare.dout)), keys.dv, p.dv_stride.seq,
+                                        kTileRows, key_mean_grad_rows(p, p.dv_mean, sched, kHeadDim));
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -278,8 +279,10 @@ void AttentionProblem::expect_forward_matches(bool need_lse) const {
   }
 }
 
-ReferenceGradients AttentionProblem::expect_backward_matches() const {
-  const ReferenceGradients g = reference_backward(reference(), bhsd_values(dout));
+ReferenceGradients AttentionProblem::expect_backward_matches(const ReferenceGradients& added) const {
+  ReferenceGradients g = reference_backward(reference(), bhsd_values(dout));
+  for (auto [grad, extra] : {std::pair{&g.dq, &added.dq}, std::pair{&g.dk, &added.dk}, std::pair{&g.dv, &added.dv}})
+    for (std::size_t e = 0; e < extra->size(); ++e) (*grad)[e] += (*extra)[e];
   const std::pair<const HostTensor*, const std::vector<double>*> grads[] = {
       {&dq, &g.dq}, {&dk, &g.dk}, {&dv, &g.dv}};
   const char* names[] = {"dq", "dk", "dv"};

@@ -77,8 +77,9 @@ class AttentionProblem {
   // Compare the results of the last forward/backward call to the reference
   // (gtest expectations inside).
   void expect_forward_matches(bool need_lse = true) const;
-  // Returns the float64 gradients it compared against.
-  ReferenceGradients expect_backward_matches() const;
+  // Returns the float64 gradients it compared against; `added` (empty vectors: nothing) is
+  // added to them first, element by element (mean_grad_addends.hpp).
+  ReferenceGradients expect_backward_matches(const ReferenceGradients& added = {}) const;
 
   const AttentionCase& spec() const { return case_; }
 

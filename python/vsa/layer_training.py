@@ -1,0 +1,58 @@
+"""The VSA layer's training path as one autograd node.
+
+Built from the stage ops, its backward runs in the one order that lets the
+block means' gradients ride along: the gate combine's backward (dcoarse,
+dgate), the coarse stage's (the means' gradients), then the fine stage's,
+which adds each block's mean gradient / count to its valid rows of dq, dk and
+dv as it writes them (vsa::BackwardParams::dq_mean). Stage by stage, autograd
+would run the means' backward as three passes writing q-, k- and v-sized
+tensors and then add each to the fine stage's gradient: two more reads and a
+write of each (docs/layer.md).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from vsa.attention import _backward, _forward
+from vsa.layer_ops import (_block_mean, _coarse_stage, _gate_combine, _gate_combine_backward,
+                           coarse_stage_backward)
+
+
+class _TrainingLayer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, gate: Optional[Tensor], variable_block_sizes: Tensor,
+                q_variable_block_sizes: Tensor, topk: int, scale: float, layout: str, deterministic: bool):
+        vbs, q_vbs = variable_block_sizes, q_variable_block_sizes
+        means = (_block_mean(q, q_vbs, layout), _block_mean(k, vbs, layout), _block_mean(v, vbs, layout))
+        coarse, q2k_idx, q2k_num = _coarse_stage(*means, vbs, topk, scale)
+        fine, lse = _forward(q, k, v, q2k_idx, q2k_num, vbs, q_vbs, scale, True, layout, deterministic)
+        out = _gate_combine(fine, coarse, gate, layout)
+        ctx.mark_non_differentiable(q2k_idx, q2k_num)
+        ctx.save_for_backward(q, k, v, *means, coarse, fine, lse, q2k_idx, q2k_num, vbs, q_vbs,
+                              *(() if gate is None else (gate,)))
+        ctx.scale, ctx.layout, ctx.deterministic = scale, layout, deterministic
+        return out, q2k_idx, q2k_num
+
+    @staticmethod
+    def backward(ctx, dout: Tensor, _didx, _dnum):
+        (q, k, v, q_mean, k_mean, v_mean, coarse, fine, lse, q2k_idx, q2k_num, vbs, q_vbs,
+         *gate) = ctx.saved_tensors
+        gate = gate[0] if gate else None
+        dcoarse, dgate = _gate_combine_backward(dout, coarse, gate, ctx.layout)
+        mean_grads = coarse_stage_backward(q_mean, k_mean, v_mean, vbs, coarse, dcoarse, ctx.scale)
+        # out = fine + coarse · gate: the fine stage's gradient is dout itself.
+        dq, dk, dv = _backward(dout, q, k, v, fine, lse, q2k_idx, q2k_num, vbs, q_vbs, ctx.scale, ctx.layout,
+                               ctx.deterministic, *mean_grads)
+        return dq, dk, dv, (None if gate is None else dgate), None, None, None, None, None, None
+
+
+def training_layer(q: Tensor, k: Tensor, v: Tensor, gate: Optional[Tensor], variable_block_sizes: Tensor,
+                   q_variable_block_sizes: Tensor, topk: int, scale: float, layout: str,
+                   deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """(out, q2k_idx, q2k_num) of the layer, differentiable in q, k, v and gate."""
+    return _TrainingLayer.apply(q, k, v, gate, variable_block_sizes, q_variable_block_sizes, topk, scale,
+                                layout, deterministic)
