@@ -16,18 +16,23 @@
 namespace vsa::test {
 namespace {
 
+// A backward of `problem` with the addends the flags name, against the reference plus them.
+void expect_backward_with_addends_matches(AttentionProblem& problem, std::uint64_t seed, bool dq, bool dk, bool dv) {
+  std::mt19937_64 rng(seed + 1);
+  const MeanGradAddends add = draw_mean_grad_addends(problem, rng, dq, dk, dv);
+  BackwardParams p = problem.backward_params();
+  add.set_on(p);
+  backward(p);
+  problem.expect_backward_matches(add.added);
+}
+
 class BackwardMeanGrads : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(BackwardMeanGrads, AddMeanOverCountToEachValidRow) {
   const std::uint64_t seed = next_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   AttentionProblem problem(GetParam(), seed);
-  std::mt19937_64 rng(seed + 1);
-  const MeanGradAddends add = draw_mean_grad_addends(problem, rng, true, true, true);
-  BackwardParams p = problem.backward_params();
-  add.set_on(p);
-  backward(p);
-  problem.expect_backward_matches(add.added);
+  expect_backward_with_addends_matches(problem, seed, true, true, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardMeanGrads, ::testing::ValuesIn(attention_cases()), case_name);
@@ -41,12 +46,7 @@ TEST(BackwardMeanGradsAlone, EachAddendOnItsOwn) {
     const std::uint64_t seed = next_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     AttentionProblem problem(c, seed);
-    std::mt19937_64 rng(seed + 1);
-    const MeanGradAddends add = draw_mean_grad_addends(problem, rng, dq, dk, dv);
-    BackwardParams p = problem.backward_params();
-    add.set_on(p);
-    backward(p);
-    problem.expect_backward_matches(add.added);
+    expect_backward_with_addends_matches(problem, seed, dq, dk, dv);
   }
 }
 
@@ -56,12 +56,7 @@ TEST(BackwardMeanGradsAlone, PaddingRowsAndKeysPastVbsStayZero) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   AttentionProblem problem(c, seed);
   problem.set_vbs(1, 17);
-  std::mt19937_64 rng(seed + 1);
-  const MeanGradAddends add = draw_mean_grad_addends(problem, rng, true, true, true);
-  BackwardParams p = problem.backward_params();
-  add.set_on(p);
-  backward(p);
-  problem.expect_backward_matches(add.added);
+  expect_backward_with_addends_matches(problem, seed, true, true, true);
   const std::vector<double> dq = problem.bhsd_values(problem.dq);
   for (std::int64_t bh = 0; bh < c.batch * c.heads; ++bh)
     for (std::int64_t t = 0; t < c.seq_q(); ++t)
