@@ -69,8 +69,8 @@ __global__ void dq_finish_kernel(const RowPassParams p) {
   const MeanGradRows add = tile_mean_grad_rows(p, tile * kTileRows, kHeadDim);
   *reinterpret_cast<std::uint32_t*>(dst) = ElemTraits<Elem>::pack(v.x * p.scale + add.at(at.row, at.column),
                                                                    v.y * p.scale + add.at(at.row, at.column + 1));
-  *reinterpret_cast<std::uint32_t*>(dst + 8 * p.dq_stride.seq) =
-      ElemTraits<Elem>::pack(v.z * p.scale + add.at(at.row + 8, at.column), v.w * p.scale + add.at(at.row + 8, at.column + 1));
+  *reinterpret_cast<std::uint32_t*>(dst + 8 * p.dq_stride.seq) = ElemTraits<Elem>::pack(
+      v.z * p.scale + add.at(at.row + 8, at.column), v.w * p.scale + add.at(at.row + 8, at.column + 1));
 }
 
 unsigned blocks_for(std::int64_t threads) { return static_cast<unsigned>((threads + kThreads - 1) / kThreads); }
