@@ -67,10 +67,10 @@ __global__ void dq_finish_kernel(const RowPassParams p) {
   Elem* dst = static_cast<Elem*>(p.dq) + row_offset(p.dq_stride, tile * kTileRows + at.row, p.heads, p.seq_q) +
               at.column;
   const MeanGradRows add = tile_mean_grad_rows(p, tile * kTileRows, kHeadDim);
-  *reinterpret_cast<std::uint32_t*>(dst) = ElemTraits<Elem>::pack(v.x * p.scale + add.at(at.row, at.column),
-                                                                   v.y * p.scale + add.at(at.row, at.column + 1));
+  *reinterpret_cast<std::uint32_t*>(dst) = ElemTraits<Elem>::pack(add.add_to(v.x * p.scale, at.row, at.column),
+                                                                   add.add_to(v.y * p.scale, at.row, at.column + 1));
   *reinterpret_cast<std::uint32_t*>(dst + 8 * p.dq_stride.seq) = ElemTraits<Elem>::pack(
-      v.z * p.scale + add.at(at.row + 8, at.column), v.w * p.scale + add.at(at.row + 8, at.column + 1));
+      add.add_to(v.z * p.scale, at.row + 8, at.column), add.add_to(v.w * p.scale, at.row + 8, at.column + 1));
 }
 
 unsigned blocks_for(std::int64_t threads) { return static_cast<unsigned>((threads + kThreads - 1) / kThreads); }

@@ -70,16 +70,16 @@ struct BwdKernelParams {
   // in the key pass and a zero dq row.
   const void* q_vbs;
   bool q_vbs_is_64;
-  // BackwardParams' block-mean gradient addends (mean_grad_rows.cuh), or null.
-  const float* dq_mean;  // [B, H, NQ, D]
-  const float* dk_mean;  // [B, Hkv, NK, D]
-  const float* dv_mean;
-
   int heads, kv_group;  // query heads h·kv_group .. (h+1)·kv_group-1 share kv head h
   int num_q_blocks, max_kv, num_kv_blocks, block;
   std::int64_t seq_q;
   float scale_log2;  // softmax scale * log2(e), as in the forward
   float scale;       // dK = scale · dSᵀ·Q; dQ's scale is applied when it is finished
+  // BackwardParams' block-mean gradient addends (mean_grad_rows.cuh), or null. Last, so the
+  // fields above keep their offsets (and the kernels without addends their code).
+  const float* dq_mean;  // [B, H, NQ, D]
+  const float* dk_mean;  // [B, Hkv, NK, D]
+  const float* dv_mean;
 };
 
 }  // namespace vsa::cuda

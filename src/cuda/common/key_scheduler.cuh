@@ -122,9 +122,12 @@ __device__ __forceinline__ BwdKeyRows<Elem> key_rows(const BwdKernelParams& p, c
           static_cast<Elem*>(p.dv) + b * p.dv_stride.batch + h * p.dv_stride.head + key * p.dv_stride.seq};
 }
 
-// The addend of dk_mean or dv_mean (one of p's) for the CTA's key tile.
+// The addend of dk_mean or dv_mean (one of p's) for the CTA's key tile; none in the kernels
+// built without addends.
+template <bool kEnabled>
 __device__ __forceinline__ MeanGradRows key_mean_grad_rows(const BwdKernelParams& p, const float* means,
                                                            const KeyScheduler& sched, int head_dim) {
+  if constexpr (!kEnabled) return {};
   return mean_grad_rows(means, sched.batch(), p.heads / p.kv_group, sched.kv_head(), p.num_kv_blocks,
                         sched.kv_block(), static_cast<int>(load_meta(p.vbs, p.vbs_is_64, sched.kv_block())),
                         sched.valid_keys(), head_dim);

@@ -146,9 +146,12 @@ __device__ __forceinline__ DqTileRows<Elem> dq_tile_rows(const BwdKernelParams& 
 }
 
 // The dq_mean addend of the dQ pass's tile (its rows lie in one query block, whose divisor is
-// its q_variable_block_sizes count, or blk without them).
+// its q_variable_block_sizes count, or blk without them); none in the kernels built without
+// addends.
+template <bool kEnabled>
 __device__ __forceinline__ MeanGradRows query_mean_grad_rows(
     const BwdKernelParams& p, const QueryScheduler<kTileRows, BwdKernelParams>& sched, int head_dim) {
+  if constexpr (!kEnabled) return {};
   const std::int64_t q_block = sched.first_query_row() / p.block;
   const int count = p.q_vbs == nullptr ? p.block : static_cast<int>(load_meta(p.q_vbs, p.q_vbs_is_64, q_block));
   return mean_grad_rows(p.dq_mean, sched.batch(), p.heads, sched.head(), p.num_q_blocks, q_block, count,

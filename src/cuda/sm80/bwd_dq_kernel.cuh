@@ -28,7 +28,7 @@ constexpr int bwd_dq_smem_bytes() {
   return 6 * kTileRows * kHeadDim * static_cast<int>(sizeof(Elem));  // Q, dO, two stages of K and V
 }
 
-template <class Elem, int kHeadDim>
+template <class Elem, int kHeadDim, bool kMeanGrads>
 __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_constant__ BwdKernelParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kTile = kTileRows * kHeadDim;
@@ -88,13 +88,15 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_kernel(const __grid_con
   ptx::cp_async_wait<0>();  // with no tiles, Q and dO are still in flight
   __syncthreads();          // and every warp is done reading Q before it is used for staging
   write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, sq, rows.dq, p.dq_stride.seq, real_rows,
-                                  query_mean_grad_rows(p, sched, kHeadDim));
+                                  query_mean_grad_rows<kMeanGrads>(p, sched, kHeadDim));
 }
 
 template <class Elem, int kHeadDim>
 void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream) {
-  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(
-      query_tile_grid<kTileRows>(p, batch), kBwdThreads, stream, p, "bwd_dq_kernel (sm80)");
+  with_mean_grads(p.dq_mean != nullptr, [&](auto mean_grads) {
+    launch_kernel<bwd_dq_kernel<Elem, kHeadDim, decltype(mean_grads)::value>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(
+        query_tile_grid<kTileRows>(p, batch), kBwdThreads, stream, p, "bwd_dq_kernel (sm80)");
+  });
 }
 
 }  // namespace vsa::cuda::sm80

@@ -35,8 +35,8 @@ __device__ void write_warp_rows(const float (&acc)[1][kHeadDim / 8][4], float fa
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + lane / 4 + 8 * h, col = 8 * t + 2 * (lane % 4);
       *reinterpret_cast<std::uint32_t*>(stage + Tile::offset(row, t) + 2 * (lane % 4)) =
-          ElemTraits<Elem>::pack(acc[0][t][2 * h] * factor + add.at(row, col),
-                                 acc[0][t][2 * h + 1] * factor + add.at(row, col + 1));
+          ElemTraits<Elem>::pack(add.add_to(acc[0][t][2 * h] * factor, row, col),
+                                 add.add_to(acc[0][t][2 * h + 1] * factor, row, col + 1));
     }
   __syncwarp();
 #pragma unroll

@@ -41,7 +41,7 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const B
     ptx::cp_async_16(ptx::smem_addr(s_delta + 4 * (t - kChunks)), rows.delta + 4 * (t - kChunks));
 }
 
-template <class Elem, int kHeadDim>
+template <class Elem, int kHeadDim, bool kMeanGrads>
 __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
   using Consumer = BwdConsumer<Elem, kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -92,13 +92,16 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   // No copy is in flight here, and each warp stages only its own rows of the
   // Q and dO tiles.
   write_key_grads(consumer, p.scale, sq, sdo, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq,
-                  key_mean_grad_rows(p, p.dk_mean, sched, kHeadDim), key_mean_grad_rows(p, p.dv_mean, sched, kHeadDim));
+                  key_mean_grad_rows<kMeanGrads>(p, p.dk_mean, sched, kHeadDim),
+                  key_mean_grad_rows<kMeanGrads>(p, p.dv_mean, sched, kHeadDim));
 }
 
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
-  launch_kernel<bwd_kernel<Elem, kHeadDim>, bwd_smem_bytes<Elem, kHeadDim>()>(
-      key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+  with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
+    launch_kernel<bwd_kernel<Elem, kHeadDim, decltype(mean_grads)::value>, bwd_smem_bytes<Elem, kHeadDim>()>(
+        key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+  });
 }
 
 }  // namespace vsa::cuda::sm80

@@ -26,7 +26,7 @@ constexpr int bwd_dq_smem_bytes() {
   return 6 * SwizzledTile<kHeadDim>::kBytes + 1024;  // Q, dO, two stages of K and V; alignment slack
 }
 
-template <class Elem, int kHeadDim>
+template <class Elem, int kHeadDim, bool kMeanGrads>
 __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SwizzledTile<kHeadDim>;
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
   using Grad = float[1][kHeadDim / 8][4];
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dq), p.scale, warp, lane,
                                         reinterpret_cast<Elem*>(smem + (sq - smem0)), rows.dq, p.dq_stride.seq,
-                                        real_rows, query_mean_grad_rows(p, sched, kHeadDim));
+                                        real_rows, query_mean_grad_rows<kMeanGrads>(p, sched, kHeadDim));
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif
@@ -122,8 +122,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_dq_kernel(const __gr
 
 template <class Elem, int kHeadDim>
 void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream) {
-  launch_kernel<bwd_dq_kernel<Elem, kHeadDim>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(
-      query_tile_grid<kTileRows>(p, batch), kWarpgroupThreads, stream, p, "bwd_dq_kernel (sm90)");
+  with_mean_grads(p.dq_mean != nullptr, [&](auto mean_grads) {
+    launch_kernel<bwd_dq_kernel<Elem, kHeadDim, decltype(mean_grads)::value>, bwd_dq_smem_bytes<Elem, kHeadDim>()>(
+        query_tile_grid<kTileRows>(p, batch), kWarpgroupThreads, stream, p, "bwd_dq_kernel (sm90)");
+  });
 }
 
 }  // namespace vsa::cuda::sm90

@@ -73,7 +73,7 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const B
     ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
 }
 
-template <class Elem, int kHeadDim>
+template <class Elem, int kHeadDim, bool kMeanGrads>
 __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SwizzledTile<kHeadDim>;
@@ -206,10 +206,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   const PairStage<kHeadDim> spare = stage_of(n % stages);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dk), p.scale, warp, lane,
                                         reinterpret_cast<Elem*>(generic(spare.q)), keys.dk, p.dk_stride.seq,
-                                        kTileRows, key_mean_grad_rows(p, p.dk_mean, sched, kHeadDim));
+                                        kTileRows, key_mean_grad_rows<kMeanGrads>(p, p.dk_mean, sched, kHeadDim));
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dv), 1.0f, warp, lane,
                                         reinterpret_cast<Elem*>(generic(spare.dout)), keys.dv, p.dv_stride.seq,
-                                        kTileRows, key_mean_grad_rows(p, p.dv_mean, sched, kHeadDim));
+                                        kTileRows, key_mean_grad_rows<kMeanGrads>(p, p.dv_mean, sched, kHeadDim));
 #else
   __trap();  // built only for sm_90a; dispatch never launches it elsewhere
 #endif
@@ -217,8 +217,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
-  launch_kernel<bwd_kernel<Elem, kHeadDim>, bwd_smem_bytes<Elem, kHeadDim>()>(
-      key_tile_grid(p, num_kv_tiles, batch), kWarpgroupThreads, stream, p, "bwd_kernel (sm90)");
+  with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
+    launch_kernel<bwd_kernel<Elem, kHeadDim, decltype(mean_grads)::value>, bwd_smem_bytes<Elem, kHeadDim>()>(
+        key_tile_grid(p, num_kv_tiles, batch), kWarpgroupThreads, stream, p, "bwd_kernel (sm90)");
+  });
 }
 
 }  // namespace vsa::cuda::sm90
