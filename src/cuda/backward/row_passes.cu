@@ -49,9 +49,9 @@ __device__ __forceinline__ MeanGradRows tile_mean_grad_rows(const RowPassParams&
                                                             int head_dim) {
   if (p.dq_mean == nullptr) return {};
   const std::int64_t bh = first_row / p.seq_q, position = first_row % p.seq_q, q_block = position / p.block;
-  const int count = p.q_vbs == nullptr ? p.block : static_cast<int>(load_meta(p.q_vbs, p.q_vbs_is_64, q_block));
-  return {p.dq_mean + (bh * p.num_q_blocks + q_block) * head_dim, static_cast<float>(count),
-          count - static_cast<int>(position % p.block)};
+  const int count = query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block);
+  return mean_grad_rows(p.dq_mean, static_cast<int>(bh / p.heads), p.heads, static_cast<int>(bh % p.heads),
+                        p.num_q_blocks, q_block, count, count - static_cast<int>(position % p.block), head_dim);
 }
 
 // One thread per accumulator quad: two element pairs, rows r and r + 8.

@@ -24,4 +24,9 @@ __device__ __forceinline__ int real_query_rows(const void* q_vbs, bool is_64, st
   return real < rows ? real : rows;
 }
 
+// Real queries in query block `q_block` of `block` rows (q_vbs null: all of them).
+__device__ __forceinline__ int query_block_count(const void* q_vbs, bool is_64, std::int64_t q_block, int block) {
+  return q_vbs == nullptr ? block : static_cast<int>(load_meta(q_vbs, is_64, q_block));
+}
+
 }  // namespace vsa::cuda

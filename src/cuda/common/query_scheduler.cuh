@@ -153,9 +153,8 @@ __device__ __forceinline__ MeanGradRows query_mean_grad_rows(
     const BwdKernelParams& p, const QueryScheduler<kTileRows, BwdKernelParams>& sched, int head_dim) {
   if constexpr (!kEnabled) return {};
   const std::int64_t q_block = sched.first_query_row() / p.block;
-  const int count = p.q_vbs == nullptr ? p.block : static_cast<int>(load_meta(p.q_vbs, p.q_vbs_is_64, q_block));
-  return mean_grad_rows(p.dq_mean, sched.batch(), p.heads, sched.head(), p.num_q_blocks, q_block, count,
-                        sched.real_rows(), head_dim);
+  return mean_grad_rows(p.dq_mean, sched.batch(), p.heads, sched.head(), p.num_q_blocks, q_block,
+                        query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block), sched.real_rows(), head_dim);
 }
 
 // The lse and delta of the two rows a thread holds in an m16n8 fragment
