@@ -11,15 +11,18 @@
 //              8 rows × 4 keys (lane, lane + 32, ...). The query values are
 //              read as warp-wide broadcasts, so per 4 d a warp issues 8 + 4
 //              16-byte shared reads (24 wavefronts) for 128 FMAs.
+//              Stored as the order keys the selection ranks.
 //   2. per row: the take-th largest order key by a bitwise bisection
 //              (one warp-wide count per bit, stopping as soon as the keys at
 //              or above the prefix are exactly `take`), then the lists in id
 //              order by ballots, ties to the lower id; then the softmax
 //              weights, in place. A warp handles its rows together, so the
 //              latency of one row's counts hides behind the others'.
-//   3. coarse  O = P·V: a warp owns 8 rows × all of d and 1 / kKeyWarps of
-//              each value tile's keys (the weights again broadcasts); the
-//              partial sums of a row's warps are added at the end.
+//   3. coarse  Oᵀ = Vᵀ·Pᵀ on the tensor cores, 3xTF32 (tf32x3.cuh: about
+//              float32 accuracy; the output's contract is a tolerance, only
+//              the lists must be bit-identical): a warp owns kPvDimTiles
+//              16-column tiles × all rows and 8 keys of each value tile; the
+//              partial sums of the two key warps are added at the end.
 //
 // Stages (3, cp.async) stream the query and key columns of step 1 and the
 // value tiles of step 3 through one shared area.
@@ -35,6 +38,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/layer/launch_checks.hpp"
+#include "cuda/layer/tf32x3.cuh"
 #include "cuda/tensor_views.hpp"
 
 namespace vsa::cuda {
@@ -59,16 +63,20 @@ struct CoarseParams {
   void* q2k_num;  // [B, H, NQ]
   bool lists_are_64;
   int heads, kv_group, nq, nk, topk;
-  int score_pitch;  // floats per row of the shared score matrix
+  int score_width;  // keys per row of the shared score matrix (padding: weight 0)
+  int score_pitch;  // floats from one row to the next
   float scale_log2;
 };
 
 __host__ __device__ constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-// Floats per row of the shared score matrix: whole 128-key warp ranges (the
-// padding holds weight 0). Every read of it is a broadcast or 32 consecutive
-// words, so no bank padding is needed.
-__host__ __device__ constexpr int score_pitch(int nk) { return round_up(nk, kWarpKeys); }
+// Keys per row of the shared score matrix: whole 128-key warp ranges (the
+// padding holds weight 0).
+__host__ __device__ constexpr int score_width(int nk) { return round_up(nk, kWarpKeys); }
+// 4 floats more than the width (a multiple of 32), so the eight rows one Pᵀ
+// fragment read touches lie in different banks; the row-wise reads and
+// writes of steps 1 and 2 are 32 consecutive words either way.
+__host__ __device__ constexpr int score_pitch(int nk) { return score_width(nk) + 4; }
 
 // The shapes of one CTA: kRowGroups groups of 8 query rows, each shared by
 // kKeyWarps warps that split the keys.
@@ -83,15 +91,21 @@ struct Config {
   // [kScoreCols / 4][kTileKeys][4], so a warp's 16-byte key reads are 512
   // consecutive bytes.
   static constexpr int kScoreStage = kRows * kScoreCols + kTileKeys * kScoreCols;
-  static constexpr int kWarpValueKeys = kRowGroups == 4 ? 8 : 4;  // keys per warp per value tile
-  static constexpr int kValueKeys = kWarpValueKeys * kKeyWarps;
-  static constexpr int kValueStage = kValueKeys * kHeadDim;
-  static constexpr int kPartials = (kKeyWarps - 1) * kRows * kHeadDim;  // step 3's partial sums
+  // Step 3: two key warps split each value tile's 16 keys (8 each, one k8 step); the other
+  // warps split the columns, kPvDimTiles m16 tiles each, every row tile (n8) per warp.
+  static constexpr int kPvKeyWarps = 2;
+  static constexpr int kPvDimWarps = kWarps / kPvKeyWarps;
+  static constexpr int kPvDimTiles = kHeadDim / 16 / kPvDimWarps;
+  static constexpr int kValueKeys = 8 * kPvKeyWarps;
+  static constexpr int kValuePitch = kHeadDim + 8;  // keys t and t + 4 of a fragment 32 banks apart: 8t + g
+  static constexpr int kValueStage = kValueKeys * kValuePitch;
+  static constexpr int kPartialPitch = kHeadDim + 4;
+  static constexpr int kPartials = (kPvKeyWarps - 1) * kRows * kPartialPitch;  // step 3's partial sums
   static constexpr int kStageFloats = kScoreStage > kValueStage ? kScoreStage : kValueStage;
   static constexpr int kAreaFloats =
       kStages * kStageFloats > kPartials ? kStages * kStageFloats : kPartials;
   static_assert(kWarps % kRowGroups == 0 && kHeadDim % kScoreCols == 0, "shapes");
-  static_assert(kWarpKeys % kValueKeys == 0, "value tiles end inside the score pitch");
+  static_assert(kPvDimTiles >= 1 && kWarpKeys % kValueKeys == 0, "value tiles end inside the score width");
 
   // Shared memory: [stage area | scores | row scales | live bits | live count | slack]. The slack
   // (16 bytes, never written or used) is for nvcc's 16-byte reads of the live bits' tail, up to
@@ -100,7 +114,8 @@ struct Config {
   static constexpr int kSlackWords = 4;
   __host__ __device__ static std::size_t bytes(int nk) {
     const auto pitch = static_cast<std::size_t>(score_pitch(nk));
-    return 4 * (static_cast<std::size_t>(kAreaFloats) + kRows * pitch + kRows + pitch / 32 + 1 + kSlackWords);
+    const auto width = static_cast<std::size_t>(score_width(nk));
+    return 4 * (static_cast<std::size_t>(kAreaFloats) + kRows * pitch + kRows + width / 32 + 1 + kSlackWords);
   }
 };
 
@@ -156,8 +171,8 @@ __device__ void load_score_stage(float* stage, const float* q_rows, int valid_ro
   }
 }
 
-// Value tile `tile`: kValueKeys rows of all kHeadDim columns (rows past nk
-// repeat the last one; their weights are 0).
+// Value tile `tile`: kValueKeys rows of all kHeadDim columns, kValuePitch
+// apart (rows past nk repeat the last one; their weights are 0).
 template <int kHeadDim, class C>
 __device__ void load_value_tile(float* stage, const float* v_mean, int tile, int nk) {
   constexpr int kChunks = kHeadDim / 4;
@@ -165,7 +180,7 @@ __device__ void load_value_tile(float* stage, const float* v_mean, int tile, int
   for (int i = 0; i < pieces_per_thread<C::kValueKeys * kChunks>(); ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     const int key = c / kChunks, col = 4 * (c % kChunks);
-    ptx::cp_async_16(ptx::smem_addr(stage + key * kHeadDim + col),
+    ptx::cp_async_16(ptx::smem_addr(stage + key * C::kValuePitch + col),
                      v_mean + static_cast<std::int64_t>(min(tile * C::kValueKeys + key, nk - 1)) * kHeadDim + col);
   }
 }
@@ -179,10 +194,10 @@ __device__ __forceinline__ unsigned add_if_at_least(unsigned n, std::uint32_t ke
 
 // How many of the row's order keys are >= cand, over the warp (the row's
 // dead and padding entries hold key 0, and cand >= 1).
-__device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int pitch, std::uint32_t cand) {
+__device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int width, std::uint32_t cand) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   unsigned n0 = 0, n1 = 0;
-  for (int j = 4 * lane; j < pitch; j += 4 * 32) {
+  for (int j = 4 * lane; j < width; j += 4 * 32) {
     const uint4 k = *reinterpret_cast<const uint4*>(keys + j);
     n0 = add_if_at_least(add_if_at_least(n0, k.x, cand), k.y, cand);
     n1 = add_if_at_least(add_if_at_least(n1, k.z, cand), k.w, cand);
@@ -191,7 +206,8 @@ __device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int pit
 }
 
 // One warp: rows first_row + r (r < kN, those below valid_rows) of the
-// shared score matrix. Writes each row's top `take` live blocks (ties to the
+// shared score matrix, which step 1 filled with order keys (0 for dead
+// blocks and padding). Writes each row's top `take` live blocks (ties to the
 // lower id) ascending, then -1 up to topk, and turns the row into
 // unnormalized softmax weights in place (0 for dead blocks and padding);
 // row_scale gets 1 / their sum (0 for a row with no live block).
@@ -199,26 +215,11 @@ template <int kN>
 __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n_live, int first_row,
                             int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int pitch = p.score_pitch;
+  const int pitch = p.score_pitch, width = p.score_width;
   const int take = min(p.topk, n_live);
   bool active[kN];
 #pragma unroll
   for (int r = 0; r < kN; ++r) active[r] = first_row + r < valid_rows;
-
-  // Scores -> order keys, in place; dead blocks and padding get key 0.
-#pragma unroll
-  for (int r = 0; r < kN; ++r) {
-    if (!active[r]) continue;
-    float* row = scores + (first_row + r) * pitch;
-    for (int j = 4 * lane; j < pitch; j += 4 * 32) {
-      const float4 s = *reinterpret_cast<const float4*>(row + j);
-      const unsigned live = live_nibble(live_bits, j);
-      const uint4 k = make_uint4(live & 1u ? detail::score_key(s.x) : 0u, live & 2u ? detail::score_key(s.y) : 0u,
-                                 live & 4u ? detail::score_key(s.z) : 0u, live & 8u ? detail::score_key(s.w) : 0u);
-      *reinterpret_cast<uint4*>(row + j) = k;
-    }
-  }
-  __syncwarp();
 
   // The take-th largest key T (the largest with >= take keys at or above
   // it), bit by bit from the top. A row stops once exactly `take` keys are
@@ -244,7 +245,7 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
       for (int r = 0; r < kN; ++r)
         counts[r] = active[r] && at_threshold[r] != take
                         ? count_at_least(reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch),
-                                         pitch, threshold[r] | (1u << bit))
+                                         width, threshold[r] | (1u << bit))
                         : 0;
 #pragma unroll
       for (int r = 0; r < kN; ++r)
@@ -258,7 +259,7 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
       if (active[r] && at_threshold[r] != take) {
         const int above = threshold[r] == ~0u ? 0
                               : count_at_least(reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch),
-                                               pitch, threshold[r] + 1);
+                                               width, threshold[r] + 1);
         ties_wanted[r] = take - above;
       }
   }
@@ -304,7 +305,7 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
     if (!active[r]) continue;
     float* row = scores + (first_row + r) * pitch;
     float top = -INFINITY;
-    for (int j = 4 * lane; j < pitch; j += 4 * 32) {
+    for (int j = 4 * lane; j < width; j += 4 * 32) {
       const uint4 k = *reinterpret_cast<const uint4*>(row + j);
       const unsigned live = live_nibble(live_bits, j);
       if (live & 1u) top = fmaxf(top, score_of(k.x));
@@ -318,7 +319,7 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
       return live ? ptx::exp2_fast((score_of(key) - top) * p.scale_log2) : 0.0f;
     };
     float total = 0.0f;
-    for (int j = 4 * lane; j < pitch; j += 4 * 32) {
+    for (int j = 4 * lane; j < width; j += 4 * 32) {
       const uint4 k = *reinterpret_cast<const uint4*>(row + j);
       const unsigned live = live_nibble(live_bits, j);
       const float4 w = make_float4(weight(k.x, live & 1u), weight(k.y, live & 2u), weight(k.z, live & 4u),
@@ -336,14 +337,13 @@ template <int kHeadDim, int kRowGroups>
 __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseParams p) {
   using C = Config<kHeadDim, kRowGroups>;
   constexpr int kRows = C::kRows;
-  constexpr int kLaneCols = kHeadDim / 32;  // of the P·V output
 
   extern __shared__ float4 smem_vec[];
   float* const area = reinterpret_cast<float*>(smem_vec);
   float* const scores = area + C::kAreaFloats;
   float* const row_scale = scores + kRows * p.score_pitch;
   std::uint32_t* const live_bits = reinterpret_cast<std::uint32_t*>(row_scale + kRows);
-  int* const live_count = reinterpret_cast<int*>(live_bits + p.score_pitch / 32);
+  int* const live_count = reinterpret_cast<int*>(live_bits + p.score_width / 32);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int row_group = warp / C::kKeyWarps, key_warp = warp % C::kKeyWarps;
@@ -358,10 +358,10 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   const float* k_mean = p.k_mean + kv_offset;
   const float* v_mean = p.v_mean + kv_offset;
 
-  // Live blocks (variable_block_sizes > 0) as bits up to the pitch, and their number.
+  // Live blocks (variable_block_sizes > 0) as bits up to the width, and their number.
   if (tid == 0) *live_count = 0;
   __syncthreads();
-  for (int word = warp; word < p.score_pitch / 32; word += kWarps) {
+  for (int word = warp; word < p.score_width / 32; word += kWarps) {
     const int j = 32 * word + lane;
     const long long size = j < p.nk ? (p.vbs_is_64 ? static_cast<const long long*>(p.vbs)[j]
                                                    : static_cast<const int*>(p.vbs)[j])
@@ -414,13 +414,17 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
       }
     }
     if (col_step == C::kColSteps - 1) {
-      // Keys past nk (up to the pitch) get score 0: padding, never live.
+      // Stored as order keys (detail::score_key), the form the selection reads; dead blocks,
+      // keys past nk (up to the width) and rows past valid_rows get key 0.
+      auto* const keys_out = reinterpret_cast<std::uint32_t*>(scores);
 #pragma unroll
       for (int m = 0; m < kLaneKeys; ++m) {
         const int key = first_key + lane + 32 * m;
+        const bool live = (live_bits[key >> 5] >> lane) & 1u;  // 0 past nk
 #pragma unroll
         for (int i = 0; i < kGroupRows; ++i)
-          scores[(group_row + i) * p.score_pitch + key] = key < p.nk ? acc[i][m] : 0.0f;
+          keys_out[(group_row + i) * p.score_pitch + key] =
+              live && group_row + i < valid_rows ? detail::score_key(acc[i][m]) : 0u;
       }
 #pragma unroll
       for (int i = 0; i < kGroupRows; ++i)
@@ -445,69 +449,56 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   select_rows<kWarpRows>(scores, live_bits, *live_count, warp * kWarpRows, valid_rows, p,
                          bh * p.nq + first_row + warp * kWarpRows, row_scale);
 
-  // ---- 3. coarse output = P·V ----------------------------------------------------------------
-  float out[kGroupRows][kLaneCols] = {};
+  // ---- 3. coarse output, Oᵀ = Vᵀ·Pᵀ -----------------------------------------------------------
+  const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
+  const int dim_warp = warp % C::kPvDimWarps, pv_key_warp = warp / C::kPvDimWarps;
+  float out[C::kPvDimTiles][kRowGroups][4] = {};
   for (int tile = 0; tile < value_tiles; ++tile) {
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // also orders step 2's weights before the first read
     load_tile(tile + kStages - 1);
-    const int first_key = tile * C::kValueKeys + key_warp * C::kWarpValueKeys;
+    const int first_key = tile * C::kValueKeys + 8 * pv_key_warp;
     if (first_key >= p.nk) continue;
-    const float* values = area + tile % kStages * C::kStageFloats + (key_warp * C::kWarpValueKeys) * kHeadDim +
-                          lane * kLaneCols;
+    const float* values = area + tile % kStages * C::kStageFloats + 8 * pv_key_warp * C::kValuePitch;
+    tf32x3::FragB b[kRowGroups];  // Pᵀ: keys t and t + 4, row g
 #pragma unroll
-    for (int j = 0; j < C::kWarpValueKeys; j += 4) {
-      float4 weight[kGroupRows];
+    for (int n = 0; n < kRowGroups; ++n) {
+      const float* weights = scores + (8 * n + g) * p.score_pitch + first_key + t;
+      b[n] = {{tf32x3::split(weights[0]), tf32x3::split(weights[4])}};
+    }
 #pragma unroll
-      for (int i = 0; i < kGroupRows; ++i)
-        weight[i] = *reinterpret_cast<const float4*>(scores + (group_row + i) * p.score_pitch + first_key + j);
+    for (int m = 0; m < C::kPvDimTiles; ++m) {
+      const float* v = values + t * C::kValuePitch + (dim_warp * C::kPvDimTiles + m) * 16 + g;  // Vᵀ: column g, key t
+      const tf32x3::FragA a = {{tf32x3::split(v[0]), tf32x3::split(v[8]), tf32x3::split(v[4 * C::kValuePitch]),
+                                tf32x3::split(v[4 * C::kValuePitch + 8])}};
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        float value[kLaneCols];
-        const float* src = values + (j + u) * kHeadDim;
-        if constexpr (kLaneCols == 4) {
-          const float4 v4 = *reinterpret_cast<const float4*>(src);
-          value[0] = v4.x, value[1] = v4.y, value[2] = v4.z, value[3] = v4.w;
-        } else {
-          const float2 v2 = *reinterpret_cast<const float2*>(src);
-          value[0] = v2.x, value[1] = v2.y;
-        }
-#pragma unroll
-        for (int i = 0; i < kGroupRows; ++i) {
-          const float w = u == 0 ? weight[i].x : u == 1 ? weight[i].y : u == 2 ? weight[i].z : weight[i].w;
-#pragma unroll
-          for (int c = 0; c < kLaneCols; ++c) out[i][c] = fmaf(w, value[c], out[i][c]);
-        }
-      }
+      for (int n = 0; n < kRowGroups; ++n) tf32x3::mma3(out[m][n], a, b[n]);
     }
   }
   ptx::cp_async_wait<0>();
   __syncthreads();  // the area is free: it takes the partial sums
 
-  // The warps of a row group add their partial sums in key-warp order.
+  // The second key warp's partial sums go through shared memory to the first, which adds them.
   float* const partials = area;
-  const auto partial = [&](int k, int i) {
-    return partials + ((k - 1) * kRows + group_row + i) * kHeadDim + lane * kLaneCols;
+  const auto for_each_output = [&](auto&& f) {
+#pragma unroll
+    for (int m = 0; m < C::kPvDimTiles; ++m)
+#pragma unroll
+      for (int n = 0; n < kRowGroups; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          f(out[m][n][e], 8 * n + 2 * t + (e & 1), (dim_warp * C::kPvDimTiles + m) * 16 + g + (e >= 2 ? 8 : 0));
   };
-  if (key_warp > 0) {
-#pragma unroll
-    for (int i = 0; i < kGroupRows; ++i)
-#pragma unroll
-      for (int c = 0; c < kLaneCols; ++c) partial(key_warp, i)[c] = out[i][c];
-  }
+  static_assert(C::kPvKeyWarps == 2, "one partial sum per output");
+  if (pv_key_warp > 0)
+    for_each_output([&](float value, int row, int col) { partials[row * C::kPartialPitch + col] = value; });
   __syncthreads();
-  if (key_warp > 0) return;
-#pragma unroll
-  for (int i = 0; i < kGroupRows; ++i) {
-    const int row = group_row + i;
-    if (row >= valid_rows) continue;
-    for (int k = 1; k < C::kKeyWarps; ++k)
-#pragma unroll
-      for (int c = 0; c < kLaneCols; ++c) out[i][c] += partial(k, i)[c];
-    float* dst = p.coarse + (bh * p.nq + first_row + row) * kHeadDim + lane * kLaneCols;
-#pragma unroll
-    for (int c = 0; c < kLaneCols; ++c) dst[c] = out[i][c] * row_scale[row];
-  }
+  if (pv_key_warp > 0) return;
+  for_each_output([&](float value, int row, int col) {
+    if (row < valid_rows)
+      p.coarse[(bh * p.nq + first_row + row) * kHeadDim + col] =
+          (value + partials[row * C::kPartialPitch + col]) * row_scale[row];
+  });
 }
 
 template <int kHeadDim, int kRowGroups>
@@ -593,6 +584,7 @@ void coarse_stage(const CoarseStageParams& params, float scale) {
   p.nq = static_cast<int>(params.q_mean.shape[2]);
   p.nk = static_cast<int>(params.k_mean.shape[2]);
   p.topk = static_cast<int>(params.q2k_idx.shape[3]);
+  p.score_width = score_width(p.nk);
   p.score_pitch = score_pitch(p.nk);
   p.scale_log2 = scale * kLog2e;
   const int batch = static_cast<int>(params.q_mean.shape[0]);
