@@ -110,6 +110,9 @@ struct CoarseCase {
   enum class Blocks { mixed, all_live, none_live } blocks = Blocks::mixed;
   bool ties = false;  // every KV head's blocks share one mean, except each fifth, doubled
   const char* rows = nullptr;  // VSA_COARSE_ROWS for this case (query rows per CTA)
+  // > 0: block j's key mean is block j % repeat's, so each score repeats ~nk / repeat
+  // times in a row (ties inside the last 32 keys the selection ranks).
+  std::int64_t repeat = 0;
 };
 
 void PrintTo(const CoarseCase& c, std::ostream* os) { *os << c.name; }
@@ -136,6 +139,9 @@ std::vector<CoarseCase> coarse_cases() {
       {"d64_gqa2_rows16", 1, 4, 2, 21, 300, 64, 20, DType::i64, B::mixed, false, "16"},
       {"ties_rows16", 1, 2, 1, 20, 531, 128, 40, DType::i32, B::mixed, true, "16"},
       {"d64_ties_rows8", 2, 2, 1, 11, 1030, 64, 100, DType::i64, B::mixed, true, "8"},
+      // 27 or 28 copies of each score: the keys left to rank tie among themselves.
+      {"repeated_scores", 1, 2, 1, 40, 624, 128, 63, DType::i32, B::mixed, false, nullptr, 23},
+      {"repeated_scores_topk_nk", 1, 1, 1, 9, 300, 64, 299, DType::i32, B::all_live, false, nullptr, 11},
   };
 }
 
@@ -156,6 +162,11 @@ TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
     for (std::int64_t r = 0; r < c.batch * c.kv_heads * c.nk; ++r) {
       const std::int64_t j = r % c.nk;
       for (std::int64_t d = 0; d < c.dim; ++d) k.set(r * c.dim + d, k.get((r - j) * c.dim + d) * (j % 5 == 4 ? 2 : 1));
+    }
+  if (c.repeat > 0)
+    for (std::int64_t r = 0; r < c.batch * c.kv_heads * c.nk; ++r) {
+      const std::int64_t j = r % c.nk, source = r - j + j % c.repeat;
+      for (std::int64_t d = 0; d < c.dim; ++d) k.set(r * c.dim + d, k.get(source * c.dim + d));
     }
   std::vector<std::int64_t> sizes = mixed_counts(rng, c.nk, 64);
   for (auto& s : sizes) {
