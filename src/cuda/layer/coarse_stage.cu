@@ -14,8 +14,7 @@
 //              Stored as the order keys the selection ranks.
 //   2. per row: the take-th largest order key by a bitwise bisection
 //              (one warp-wide count per bit, stopping as soon as the keys at
-//              or above the prefix are exactly `take`, or as soon as at most
-//              32 keys are left to rank, one per lane), then the lists in id
+//              or above the prefix are exactly `take`), then the lists in id
 //              order by ballots, ties to the lower id; then the softmax
 //              weights, in place. A warp handles its rows together, so the
 //              latency of one row's counts hides behind the others'.
@@ -206,52 +205,6 @@ __device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int wid
   return static_cast<int>(__reduce_add_sync(kAll, n0 + n1));
 }
 
-// Finishes a row's threshold search once its interval [threshold, threshold
-// + span) holds at most 32 keys, `need` of which are to be selected (the keys
-// above the interval are in): the interval's keys go one per lane through the
-// warp's 32-word list, each lane counts the keys greater than and at least
-// its own, and the need-th largest of them is the threshold T; ties_wanted =
-// need minus the interval's keys above T. This replaces the bisection's last
-// passes (each a read of the whole row) and its count of the keys above T.
-__device__ void finish_from_list(const std::uint32_t* keys, int width, int need, std::uint32_t span,
-                                 std::uint32_t* list, std::uint32_t& threshold, int& ties_wanted) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const std::uint32_t lo = threshold;  // >= 1: the key 0 of dead blocks and padding is outside
-  const auto in = [&](std::uint32_t key) { return key - lo < span; };
-  int mine = 0;
-  for (int j = 4 * lane; j < width; j += 4 * 32) {
-    const uint4 k = *reinterpret_cast<const uint4*>(keys + j);
-    mine += in(k.x) + in(k.y) + in(k.z) + in(k.w);
-  }
-  int offset = mine;  // inclusive prefix over the lanes, then exclusive
-#pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const int lower = __shfl_up_sync(kAll, offset, d);
-    if (lane >= d) offset += lower;
-  }
-  const int total = __shfl_sync(kAll, offset, 31);
-  offset -= mine;
-  for (int j = 4 * lane; j < width && mine > 0; j += 4 * 32) {
-    const uint4 k = *reinterpret_cast<const uint4*>(keys + j);
-    for (const std::uint32_t key : {k.x, k.y, k.z, k.w})
-      if (in(key)) list[offset++] = key, --mine;
-  }
-  __syncwarp();
-  const std::uint32_t x = lane < total ? list[lane] : 0u;  // 0: below every key of the interval
-  __syncwarp();  // the list is free for the next row
-  int greater = 0, at_least = 0;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const std::uint32_t y = __shfl_sync(kAll, x, j);
-    greater += y > x;
-    at_least += y >= x;
-  }
-  const unsigned hit = __ballot_sync(kAll, lane < total && greater < need && need <= at_least);
-  const int source = __ffs(hit) - 1;
-  threshold = __shfl_sync(kAll, x, source);
-  ties_wanted = need - __shfl_sync(kAll, greater, source);
-}
-
 // One warp: rows first_row + r (r < kN, those below valid_rows) of the
 // shared score matrix, which step 1 filled with order keys (0 for dead
 // blocks and padding). Writes each row's top `take` live blocks (ties to the
@@ -260,8 +213,7 @@ __device__ void finish_from_list(const std::uint32_t* keys, int width, int need,
 // row_scale gets 1 / their sum (0 for a row with no live block).
 template <int kN>
 __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n_live, int first_row,
-                            int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale,
-                            std::uint32_t* list) {
+                            int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int pitch = p.score_pitch, width = p.score_width;
   const int take = min(p.topk, n_live);
@@ -272,62 +224,44 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
   // The take-th largest key T (the largest with >= take keys at or above
   // it), bit by bit from the top. A row stops once exactly `take` keys are
   // at or above its prefix: they are the selection (ties_wanted = take takes
-  // every key equal to T); or once the interval still searched holds at most
-  // 32 keys, which finish_from_list ranks. Else T is exact and ties_wanted =
-  // take minus the keys above T.
+  // every key equal to T). Else T is exact and ties_wanted = take minus the
+  // keys above T.
   std::uint32_t threshold[kN];
   int at_threshold[kN], ties_wanted[kN];
-  // above: the keys at or above threshold + 2^(bit + 1), the top of the interval the take-th key
-  // is still searched in (those keys are surely selected).
-  int above[kN];
-  bool listed[kN];           // the interval holds at most 32 keys: finish_from_list decides the row
-  std::uint32_t span[kN];    // a listed row's interval: [threshold, threshold + span)
 #pragma unroll
   for (int r = 0; r < kN; ++r) {
     threshold[r] = take > 0 ? 0u : ~0u;  // take = 0 (no live block): nothing passes
     at_threshold[r] = n_live;
     ties_wanted[r] = take;
-    above[r] = 0;
-    listed[r] = false;
-    span[r] = 0;
   }
   if (take < n_live) {
     for (int bit = 31; bit >= 0; --bit) {
       bool searching = false;
 #pragma unroll
-      for (int r = 0; r < kN; ++r) searching |= active[r] && at_threshold[r] != take && !listed[r];
+      for (int r = 0; r < kN; ++r) searching |= active[r] && at_threshold[r] != take;
       if (!searching) break;
       int counts[kN];
 #pragma unroll
       for (int r = 0; r < kN; ++r)
-        counts[r] = active[r] && at_threshold[r] != take && !listed[r]
+        counts[r] = active[r] && at_threshold[r] != take
                         ? count_at_least(reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch),
                                          width, threshold[r] | (1u << bit))
                         : 0;
 #pragma unroll
       for (int r = 0; r < kN; ++r)
-        if (active[r] && at_threshold[r] != take && !listed[r]) {
-          if (counts[r] >= take) {
-            threshold[r] |= 1u << bit;
-            at_threshold[r] = counts[r];
-          } else {
-            above[r] = counts[r];
-          }
-          // Only once the threshold is >= 1, so that the dead blocks' key 0 lies outside the
-          // interval, now [threshold, threshold + 2^bit).
-          listed[r] = threshold[r] != 0u && at_threshold[r] != take && at_threshold[r] - above[r] <= 32;
-          span[r] = 1u << bit;
+        if (active[r] && at_threshold[r] != take && counts[r] >= take) {
+          threshold[r] |= 1u << bit;
+          at_threshold[r] = counts[r];
         }
     }
 #pragma unroll
-    for (int r = 0; r < kN; ++r) {
-      if (!active[r] || at_threshold[r] == take) continue;
-      if (listed[r])
-        finish_from_list(reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch), width,
-                         take - above[r], span[r], list, threshold[r], ties_wanted[r]);
-      else
-        ties_wanted[r] = take - above[r];  // every bit decided: the interval is the threshold alone
-    }
+    for (int r = 0; r < kN; ++r)
+      if (active[r] && at_threshold[r] != take) {
+        const int above = threshold[r] == ~0u ? 0
+                              : count_at_least(reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch),
+                                               width, threshold[r] + 1);
+        ties_wanted[r] = take - above;
+      }
   }
 
   // Ascending ids: live blocks above the threshold, and the first
@@ -512,11 +446,8 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
 
   // ---- 2. selection and softmax weights ------------------------------------------------------
   constexpr int kWarpRows = kRows / kWarps;
-  // Each warp's 32-word list (finish_from_list) lies in the stage no value tile fills before step 3.
-  static_assert(32 * kWarps <= C::kStageFloats, "the lists fit one stage");
-  auto* const list = reinterpret_cast<std::uint32_t*>(area + (kStages - 1) * C::kStageFloats) + 32 * warp;
   select_rows<kWarpRows>(scores, live_bits, *live_count, warp * kWarpRows, valid_rows, p,
-                         bh * p.nq + first_row + warp * kWarpRows, row_scale, list);
+                         bh * p.nq + first_row + warp * kWarpRows, row_scale);
 
   // ---- 3. coarse output, Oᵀ = Vᵀ·Pᵀ -----------------------------------------------------------
   const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
