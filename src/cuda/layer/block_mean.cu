@@ -11,7 +11,6 @@
 #include "core/layer_arithmetic.hpp"
 #include "core/layout.hpp"
 #include "cuda/common/cuda_check.hpp"
-#include "cuda/common/ptx.cuh"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/layer/launch_checks.hpp"
@@ -35,19 +34,14 @@ struct MeanParams {
   std::int64_t seq;
 };
 
-// Rows in flight per thread: each thread streams its block's rows through a
-// ring of kRing 16-byte slots in shared memory (cp.async), kRing - 1 rows
-// ahead of its sums. In registers the bytes in flight are bounded by the
-// register file: four loads per thread at four CTAs per SM (62 registers)
-// reached ~3.9 TB/s of the whole tensor (ncu, 31 µs per Wan 480p tensor);
-// eight took 86 registers, two CTAs per SM and no more bytes in flight.
-// The ring holds 11 rows per thread in flight, 176 KB per SM, in 48 KB per CTA.
-constexpr int kRing = 12;
-constexpr std::size_t kRingBytes = sizeof(uint4) * kRing * kThreads;
+// Loads in flight per thread before their sums (in token order) are taken.
+// Four, at four CTAs per SM (62 registers): the whole Wan 480p grid is
+// resident at once. Eight loads took 86 registers, two CTAs per SM and 1.77
+// waves, and reached 2.83 TB/s (bench/results/2026-12-01-h200-ce77c36).
+constexpr int kUnroll = 4;
 
 template <class Elem>
 __global__ void __launch_bounds__(kThreads, 4) block_mean_kernel(const MeanParams p, std::int64_t work) {
-  extern __shared__ uint4 rings[];  // slot s of thread i at rings[s * kThreads + i]: no bank conflicts
   const std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= work) return;
   const int group = static_cast<int>(index % p.groups);
@@ -62,27 +56,22 @@ __global__ void __launch_bounds__(kThreads, 4) block_mean_kernel(const MeanParam
                     layer::token_offset(p.stride, bh / p.heads, bh % p.heads,
                                         static_cast<std::int64_t>(n) * p.block) +
                     8 * group;
-  uint4* const ring = rings + threadIdx.x;
-  // Row t goes to slot t % kRing in commit group t (one group per row, empty past the count,
-  // so that waiting for all but the newest kRing - 1 groups means row t has landed).
-  const auto fetch = [&](int t) {
-    if (t < count) ptx::cp_async_16(ptx::smem_addr(ring + t % kRing * kThreads), src + t * p.stride.seq);
-    ptx::cp_async_commit();
-  };
-#pragma unroll
-  for (int t = 0; t < kRing - 1; ++t) fetch(t);
   double sum[8] = {};
-  for (int t = 0; t < count; ++t) {
-    // Into the slot of row t - 1, whose sums the previous iteration took.
-    fetch(t + kRing - 1);
-    ptx::cp_async_wait<kRing - 1>();
-    const uint4 raw = ring[t % kRing * kThreads];
-    const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  for (int t0 = 0; t0 < count; t0 += kUnroll) {
+    uint4 raw[kUnroll];
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float2 pair = ElemTraits<Elem>::unpack(words[w]);
-      sum[2 * w] = detail::mean_sum_step(sum[2 * w], pair.x);
-      sum[2 * w + 1] = detail::mean_sum_step(sum[2 * w + 1], pair.y);
+    for (int u = 0; u < kUnroll; ++u)
+      if (t0 + u < count) raw[u] = *reinterpret_cast<const uint4*>(src + (t0 + u) * p.stride.seq);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (t0 + u >= count) break;
+      const std::uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float2 pair = ElemTraits<Elem>::unpack(words[w]);
+        sum[2 * w] = detail::mean_sum_step(sum[2 * w], pair.x);
+        sum[2 * w + 1] = detail::mean_sum_step(sum[2 * w + 1], pair.y);
+      }
     }
   }
   float mean[8];
@@ -139,9 +128,9 @@ void block_mean(const BlockMeanParams& params) {
   const DeviceGuard device(params.x.device_index);
   const auto stream = static_cast<cudaStream_t>(params.stream);
   if (params.x.dtype == DType::bf16)
-    block_mean_kernel<__nv_bfloat16><<<ctas_for(work), kThreads, kRingBytes, stream>>>(p, work);
+    block_mean_kernel<__nv_bfloat16><<<ctas_for(work), kThreads, 0, stream>>>(p, work);
   else
-    block_mean_kernel<__half><<<ctas_for(work), kThreads, kRingBytes, stream>>>(p, work);
+    block_mean_kernel<__half><<<ctas_for(work), kThreads, 0, stream>>>(p, work);
   check_launch("block_mean_kernel");
 }
 
