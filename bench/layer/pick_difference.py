@@ -1,7 +1,8 @@
 """How often vsa's top-k picks differ from FastVideo's on one shape (default: Wan2.1 480p,
 B1 H12 D128, latent 21x30x52, 624 blocks, top-k 63).
 
-vsa ranks float32 scores of float32 block means (ties to the lower block id; docs/layer.md).
+vsa ranks exact integer scores of its float32 block means in block floating point, rounded
+to float32 (ties to the lower block id; docs/layer.md).
 FastVideo rounds the block means to bf16, computes the scores in bf16 and ranks them with
 torch.topk (vsa.compat's re-implementation of its arithmetic). Both are run here on the same
 bf16 inputs, padded with zeros as a tiled video is:

@@ -24,10 +24,11 @@ node (vsa.layer_training), whose backward hands the block means' gradients
 to the fine backward, which adds them as it writes dq, dk and dv
 (docs/layer.md).
 
-Selection (docs/layer.md): scores are float32 FMA chains of float32 means in
-one fixed order, identical on every backend, so the same inputs select the
-same blocks on CPU and GPU; ties go to the lower block id; KV blocks without
-valid tokens are never selected and get no coarse weight.
+Selection (docs/layer.md): scores are exact integer dot products of the
+float32 means in block floating point, rounded once to float32, identical on
+every backend, so the same inputs select the same blocks on CPU and GPU; ties
+go to the lower block id; KV blocks without valid tokens are never selected
+and get no coarse weight.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 // CPU coarse stage (vsa/layer.hpp): one work item per (batch, head, query
-// block) row. Scores and the selection follow layer_arithmetic.hpp, so the
-// block lists are bit-identical to the CUDA backend's; the softmax and the
-// product with the value means run in float64.
+// block) row. Scores and the selection follow layer_arithmetic.hpp (exact
+// integer dot products of the means in block floating point), so the block
+// lists are bit-identical to the CUDA backend's; the softmax and the product
+// with the value means run in float64.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -29,6 +30,33 @@ std::vector<std::int64_t> select_blocks(const std::vector<float>& scores,
   return ids;
 }
 
+// Means in block floating point (layer_arithmetic.hpp): integers sharing one exponent, and
+// whether each vector of `dim` is finite (a vector with an inf or NaN scores NaN).
+struct QuantizedMeans {
+  std::vector<std::int32_t> q;
+  std::vector<char> finite;
+  int exponent = 0;
+};
+
+QuantizedMeans quantize_vectors(const float* x, std::int64_t vectors, std::int64_t dim) {
+  QuantizedMeans out;
+  std::uint32_t largest = 0;
+  out.finite.assign(static_cast<std::size_t>(vectors), 1);
+  for (std::int64_t i = 0; i < vectors * dim; ++i) {
+    const std::uint32_t mag = detail::magnitude_bits(x[i]);
+    if (mag >= detail::kInfBits)
+      out.finite[static_cast<std::size_t>(i / dim)] = 0;
+    else
+      largest = std::max(largest, mag);
+  }
+  out.exponent = detail::magnitude_exponent(largest);
+  out.q.resize(static_cast<std::size_t>(vectors * dim));
+  for (std::int64_t i = 0; i < vectors * dim; ++i)
+    out.q[static_cast<std::size_t>(i)] =
+        out.finite[static_cast<std::size_t>(i / dim)] ? detail::quantize_mean(x[i], out.exponent) : 0;
+  return out;
+}
+
 }  // namespace
 
 void coarse_stage(const CoarseStageParams& p, float scale) {
@@ -45,19 +73,29 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
     if (detail::load_int(p.variable_block_sizes, j) > 0) live.push_back(j);
   const auto take = std::min<std::int64_t>(topk, static_cast<std::int64_t>(live.size()));
 
+  // One exponent per (batch, KV head) for its key means.
+  std::vector<QuantizedMeans> keys(static_cast<std::size_t>(p.k_mean.shape[0] * kv_heads));
+  parallel_for(static_cast<std::int64_t>(keys.size()), [&](std::int64_t bkv) {
+    keys[static_cast<std::size_t>(bkv)] = quantize_vectors(k_mean + bkv * nk * dim, nk, dim);
+  });
+
   parallel_for(p.q_mean.shape[0] * heads * nq, [&](std::int64_t row) {
     const std::int64_t bh = row / nq, batch = bh / heads, head = bh % heads;
-    const float* q = q_mean + row * dim;
-    const std::int64_t kv_offset = (batch * kv_heads + head / group) * nk * dim;
-    const float* k = k_mean + kv_offset;
-    const float* v = v_mean + kv_offset;
+    const std::int64_t bkv = batch * kv_heads + head / group;
+    const float* v = v_mean + bkv * nk * dim;
+    const QuantizedMeans query = quantize_vectors(q_mean + row * dim, 1, dim);
+    const QuantizedMeans& key = keys[static_cast<std::size_t>(bkv)];
 
+    // scores: what the row ranks (float32 of the exact integer sums); their value is
+    // that times 2^(exponents − 2 kScoreBits).
     std::vector<float> scores(static_cast<std::size_t>(nk));
     for (std::int64_t j = 0; j < nk; ++j) {
-      float acc = 0.0f;
-      for (std::int64_t d = 0; d < dim; ++d) acc = detail::score_step(q[d], k[j * dim + d], acc);
-      scores[j] = acc;
+      std::int64_t sum = 0;
+      for (std::int64_t d = 0; d < dim; ++d)
+        sum += static_cast<std::int64_t>(query.q[static_cast<std::size_t>(d)]) * key.q[static_cast<std::size_t>(j * dim + d)];
+      scores[j] = query.finite[0] && key.finite[static_cast<std::size_t>(j)] ? detail::score_rank(sum) : NAN;
     }
+    const int value_exponent = query.exponent + key.exponent - 2 * detail::kScoreBits;
 
     const std::vector<std::int64_t> chosen = select_blocks(scores, live, take);
     for (std::int64_t e = 0; e < topk; ++e) detail::store_int(p.q2k_idx, row * topk + e, e < take ? chosen[e] : -1);
@@ -68,7 +106,7 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
       double top = -INFINITY, total = 0.0;
       for (std::int64_t j : live) top = std::max(top, static_cast<double>(scores[j]));
       for (std::int64_t j : live) {
-        const double weight = std::exp((scores[j] - top) * scale);
+        const double weight = std::exp(std::ldexp(scores[j] - top, value_exponent) * scale);
         total += weight;
         for (std::int64_t d = 0; d < dim; ++d) out[d] += weight * v[j * dim + d];
       }

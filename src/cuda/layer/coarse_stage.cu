@@ -5,13 +5,11 @@
 // multiplies by the value means. The [B, H, NQ, NK] score matrix never
 // reaches global memory.
 //
-//   1. scores  S = Q·Kᵀ, a float32 FMA chain over d per score
-//              (core/layer_arithmetic.hpp: bit-identical to the CPU backend).
-//              A warp owns 8 query rows and 128 keys of a key tile; each lane
-//              8 rows × 4 keys (lane, lane + 32, ...). The query values are
-//              read as warp-wide broadcasts, so per 4 d a warp issues 8 + 4
-//              16-byte shared reads (24 wavefronts) for 128 FMAs.
-//              Stored as the order keys the selection ranks.
+//   1. scores  the exact integer dot products of the means in block
+//              floating point (core/layer_arithmetic.hpp: the CPU backend's
+//              sums, bit for bit) on the integer tensor cores
+//              (coarse_scores.cuh), stored as the order keys the selection
+//              ranks: a warp takes 16-key tiles in turn against all rows.
 //   2. per row: the take-th largest order key by a bitwise bisection
 //              (one warp-wide count per bit, stopping as soon as the keys at
 //              or above the prefix are exactly `take`), then the lists in id
@@ -24,10 +22,11 @@
 //              16-column tiles × all rows and 8 keys of each value tile; the
 //              partial sums of the two key warps are added at the end.
 //
-// Stages (3, cp.async) stream the query and key columns of step 1 and the
-// value tiles of step 3 through one shared area.
+// Stages (3, cp.async) stream the value tiles of step 3 through one shared
+// area, which holds the query rows' quantized bytes during step 1.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -37,6 +36,7 @@
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/layer/coarse_scores.cuh"
 #include "cuda/layer/launch_checks.hpp"
 #include "cuda/layer/tf32x3.cuh"
 #include "cuda/tensor_views.hpp"
@@ -46,9 +46,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kGroupRows = 8;              // query rows per warp, both products
-constexpr int kLaneKeys = 4;               // keys per lane in the score product, 32 apart
-constexpr int kWarpKeys = 32 * kLaneKeys;  // keys per warp per score tile
+constexpr int kGroupRows = 8;  // query rows per mma row tile (n8)
+constexpr int kWidthKeys = 128;  // the score width's unit: the selection reads 4 keys per lane
 constexpr int kStages = 3;
 constexpr unsigned kAll = 0xffffffffu;
 
@@ -70,27 +69,19 @@ struct CoarseParams {
 
 __host__ __device__ constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-// Keys per row of the shared score matrix: whole 128-key warp ranges (the
-// padding holds weight 0).
-__host__ __device__ constexpr int score_width(int nk) { return round_up(nk, kWarpKeys); }
+// Keys per row of the shared score matrix: whole 128-key ranges (the padding
+// holds weight 0).
+__host__ __device__ constexpr int score_width(int nk) { return round_up(nk, kWidthKeys); }
 // 4 floats more than the width (a multiple of 32), so the eight rows one Pᵀ
 // fragment read touches lie in different banks; the row-wise reads and
 // writes of steps 1 and 2 are 32 consecutive words either way.
 __host__ __device__ constexpr int score_pitch(int nk) { return score_width(nk) + 4; }
 
-// The shapes of one CTA: kRowGroups groups of 8 query rows, each shared by
-// kKeyWarps warps that split the keys.
+// The shapes of one CTA: kRowGroups tiles of 8 query rows.
 template <int kHeadDim, int kRowGroups>
 struct Config {
   static constexpr int kRows = kGroupRows * kRowGroups;
-  static constexpr int kKeyWarps = kWarps / kRowGroups;
-  static constexpr int kTileKeys = kWarpKeys * kKeyWarps;       // keys per score tile
-  static constexpr int kScoreCols = kRowGroups == 4 ? 8 : 4;    // d columns per score stage
-  static constexpr int kColSteps = kHeadDim / kScoreCols;       // stages per score tile
-  // A score stage: the rows' columns [kRows][kScoreCols], then the keys' as
-  // [kScoreCols / 4][kTileKeys][4], so a warp's 16-byte key reads are 512
-  // consecutive bytes.
-  static constexpr int kScoreStage = kRows * kScoreCols + kTileKeys * kScoreCols;
+  using Scores = coarse::ScoreShared<kHeadDim, kRows>;
   // Step 3: two key warps split each value tile's 16 keys (8 each, one k8 step); the other
   // warps split the columns, kPvDimTiles m16 tiles each, every row tile (n8) per warp.
   static constexpr int kPvKeyWarps = 2;
@@ -101,21 +92,22 @@ struct Config {
   static constexpr int kValueStage = kValueKeys * kValuePitch;
   static constexpr int kPartialPitch = kHeadDim + 4;
   static constexpr int kPartials = (kPvKeyWarps - 1) * kRows * kPartialPitch;  // step 3's partial sums
-  static constexpr int kStageFloats = kScoreStage > kValueStage ? kScoreStage : kValueStage;
-  static constexpr int kAreaFloats =
-      kStages * kStageFloats > kPartials ? kStages * kStageFloats : kPartials;
-  static_assert(kWarps % kRowGroups == 0 && kHeadDim % kScoreCols == 0, "shapes");
-  static_assert(kPvDimTiles >= 1 && kWarpKeys % kValueKeys == 0, "value tiles end inside the score width");
+  static constexpr int kStageFloats = kValueStage;
+  static constexpr int kPlaneFloats = Scores::kPlaneBytes / 4;  // step 1's query bytes
+  static constexpr int kAreaFloats = std::max({kStages * kStageFloats, kPartials, kPlaneFloats});
+  static_assert(kPvDimTiles >= 1 && kWidthKeys % kValueKeys == 0, "value tiles end inside the score width");
+  static_assert(Scores::kPlaneBytes % 16 == 0, "what follows the planes stays aligned");
 
-  // Shared memory: [stage area | scores | row scales | live bits | live count | slack]. The slack
-  // (16 bytes, never written or used) is for nvcc's 16-byte reads of the live bits' tail, up to
-  // 12 bytes past the live count: compute-sanitizer memcheck reported them as out of bounds on
-  // the H200 (2026-11-30).
+  // Shared memory: [stage area | scores | row scales | row exponents, sums, finiteness | live
+  // bits | bad-key bits | live count | largest key magnitude | slack]. The slack (16 bytes, never
+  // written or used) is for nvcc's 16-byte reads of the live bits' tail: compute-sanitizer
+  // memcheck reported them as out of bounds on the H200 (2026-11-30).
   static constexpr int kSlackWords = 4;
   __host__ __device__ static std::size_t bytes(int nk) {
     const auto pitch = static_cast<std::size_t>(score_pitch(nk));
     const auto width = static_cast<std::size_t>(score_width(nk));
-    return 4 * (static_cast<std::size_t>(kAreaFloats) + kRows * pitch + kRows + width / 32 + 1 + kSlackWords);
+    return 4 * (static_cast<std::size_t>(kAreaFloats) + kRows * pitch + 4 * kRows + 2 * (width / 32) + 2 +
+                kSlackWords);
   }
 };
 
@@ -131,44 +123,15 @@ __device__ __forceinline__ unsigned live_nibble(const std::uint32_t* live_bits, 
   return (live_bits[j >> 5] >> (j & 31)) & 0xfu;
 }
 
-// A score stage: columns [col0, col0 + kScoreCols) of the CTA's query rows
-// (zero past valid_rows) and of kTileKeys keys from first_key (keys past nk
-// repeat the last one: their scores are never used).
-// The copy loops below have a trip count fixed at compile time, so they
-// unroll and each cp.async gets its own address registers: in a rolled loop
-// the next piece's address overwrote registers an in-flight cp.async still
-// held, and ncu put ~6 % of the kernel's stall samples on that wait
-// (bench/results/2026-12-01-h200-ce77c36).
+// cp.async copy loops with a trip count fixed at compile time: they unroll
+// and each cp.async gets its own address registers (in a rolled loop the next
+// piece's address overwrote registers an in-flight cp.async still held; ncu
+// put ~6 % of the kernel's stall samples on that wait,
+// bench/results/2026-12-01-h200-ce77c36).
 template <int kPieces>
 __host__ __device__ constexpr int pieces_per_thread() {
   static_assert(kPieces % kThreads == 0 || kPieces < kThreads, "whole rounds, or one partial round");
   return (kPieces + kThreads - 1) / kThreads;
-}
-
-template <int kHeadDim, class C>
-__device__ void load_score_stage(float* stage, const float* q_rows, int valid_rows, const float* k_mean,
-                                 int first_key, int nk, int col0) {
-  constexpr int kChunks = C::kScoreCols / 4;  // 16-byte pieces per row
-  const int tid = static_cast<int>(threadIdx.x);
-#pragma unroll
-  for (int i = 0; i < pieces_per_thread<C::kRows * kChunks>(); ++i) {
-    const int c = tid + i * kThreads;
-    if (c >= C::kRows * kChunks) break;
-    const int row = c / kChunks, col = 4 * (c % kChunks);
-    float* to = stage + row * C::kScoreCols + col;
-    if (row < valid_rows)
-      ptx::cp_async_16(ptx::smem_addr(to), q_rows + static_cast<std::int64_t>(row) * kHeadDim + col0 + col);
-    else
-      *reinterpret_cast<float4*>(to) = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  float* keys = stage + C::kRows * C::kScoreCols;
-#pragma unroll
-  for (int i = 0; i < pieces_per_thread<C::kTileKeys * kChunks>(); ++i) {
-    const int c = tid + i * kThreads;
-    const int key = c / kChunks, chunk = c % kChunks;
-    ptx::cp_async_16(ptx::smem_addr(keys + (chunk * C::kTileKeys + key) * 4),
-                     k_mean + static_cast<std::int64_t>(min(first_key + key, nk - 1)) * kHeadDim + col0 + 4 * chunk);
-  }
 }
 
 // Value tile `tile`: kValueKeys rows of all kHeadDim columns, kValuePitch
@@ -213,7 +176,8 @@ __device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int wid
 // row_scale gets 1 / their sum (0 for a row with no live block).
 template <int kN>
 __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n_live, int first_row,
-                            int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale) {
+                            int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale,
+                            const int* row_exponent, int key_exponent) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int pitch = p.score_pitch, width = p.score_width;
   const int take = min(p.topk, n_live);
@@ -315,8 +279,12 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
     }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) top = fmaxf(top, __shfl_xor_sync(kAll, top, offset));
+    // The scores' values are the ranked floats times 2^(exponents − 2 kScoreBits); the top
+    // score's weight is 1 even where that factor overflows.
+    const float factor = ldexpf(p.scale_log2, row_exponent[first_row + r] + key_exponent - 2 * detail::kScoreBits);
     const auto weight = [&](std::uint32_t key, bool live) {
-      return live ? ptx::exp2_fast((score_of(key) - top) * p.scale_log2) : 0.0f;
+      const float below_top = score_of(key) - top;
+      return live ? (below_top == 0.0f ? 1.0f : ptx::exp2_fast(below_top * factor)) : 0.0f;
     };
     float total = 0.0f;
     for (int j = 4 * lane; j < width; j += 4 * 32) {
@@ -342,12 +310,14 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   float* const area = reinterpret_cast<float*>(smem_vec);
   float* const scores = area + C::kAreaFloats;
   float* const row_scale = scores + kRows * p.score_pitch;
-  std::uint32_t* const live_bits = reinterpret_cast<std::uint32_t*>(row_scale + kRows);
-  int* const live_count = reinterpret_cast<int*>(live_bits + p.score_width / 32);
+  int* const row_meta = reinterpret_cast<int*>(row_scale + kRows);  // exponents, sums, finiteness
+  std::uint32_t* const live_bits = reinterpret_cast<std::uint32_t*>(row_meta + 3 * kRows);
+  std::uint32_t* const key_bad = live_bits + p.score_width / 32;
+  int* const live_count = reinterpret_cast<int*>(key_bad + p.score_width / 32);
+  const typename C::Scores step1{reinterpret_cast<std::uint8_t*>(area), row_meta, row_meta + kRows,
+                                 row_meta + 2 * kRows, key_bad, reinterpret_cast<std::uint32_t*>(live_count + 1)};
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int row_group = warp / C::kKeyWarps, key_warp = warp % C::kKeyWarps;
-  const int group_row = row_group * kGroupRows;  // the warp's rows: group_row + i, i < 8
   const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
   const int first_row = static_cast<int>(blockIdx.x) * kRows;
   const int valid_rows = min(kRows, p.nq - first_row);
@@ -359,7 +329,8 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   const float* v_mean = p.v_mean + kv_offset;
 
   // Live blocks (variable_block_sizes > 0) as bits up to the width, and their number.
-  if (tid == 0) *live_count = 0;
+  if (tid == 0) *live_count = 0, *step1.key_largest = 0;
+  for (int word = tid; word < p.score_width / 32; word += kThreads) key_bad[word] = 0;
   __syncthreads();
   for (int word = warp; word < p.score_width / 32; word += kWarps) {
     const int j = 32 * word + lane;
@@ -373,67 +344,16 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
     }
   }
 
-  // ---- 1. scores -----------------------------------------------------------------------------
-  // Step s: score tile s / kColSteps, columns of stage s % kColSteps. One barrier per step: the
-  // stage refilled after it was last read before the previous step's barrier.
-  const int score_steps = (p.nk + C::kTileKeys - 1) / C::kTileKeys * C::kColSteps;
-  const auto load_step = [&](int step) {
-    if (step < score_steps)
-      load_score_stage<kHeadDim, C>(area + step % kStages * C::kStageFloats, q_rows, valid_rows, k_mean,
-                                    step / C::kColSteps * C::kTileKeys, p.nk, step % C::kColSteps * C::kScoreCols);
-    ptx::cp_async_commit();  // empty past the end: the group count stays uniform
-  };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) load_step(s);
-  float acc[kGroupRows][kLaneKeys] = {};
-  for (int step = 0; step < score_steps; ++step) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();
-    load_step(step + kStages - 1);
-    const int col_step = step % C::kColSteps;
-    const int first_key = step / C::kColSteps * C::kTileKeys + key_warp * kWarpKeys;
-    if (first_key >= p.nk) continue;  // the whole warp: its keys are past the last block
-    const float* stage = area + step % kStages * C::kStageFloats;
-    const float* keys = stage + kRows * C::kScoreCols + (key_warp * kWarpKeys + lane) * 4;
-#pragma unroll
-    for (int d = 0; d < C::kScoreCols; d += 4) {
-      float4 key[kLaneKeys];
-#pragma unroll
-      for (int m = 0; m < kLaneKeys; ++m)
-        key[m] = *reinterpret_cast<const float4*>(keys + (d / 4 * C::kTileKeys + 32 * m) * 4);
-#pragma unroll
-      for (int i = 0; i < kGroupRows; ++i) {
-        const float4 query = *reinterpret_cast<const float4*>(stage + (group_row + i) * C::kScoreCols + d);
-#pragma unroll
-        for (int m = 0; m < kLaneKeys; ++m) {
-          acc[i][m] = detail::score_step(query.x, key[m].x, acc[i][m]);
-          acc[i][m] = detail::score_step(query.y, key[m].y, acc[i][m]);
-          acc[i][m] = detail::score_step(query.z, key[m].z, acc[i][m]);
-          acc[i][m] = detail::score_step(query.w, key[m].w, acc[i][m]);
-        }
-      }
-    }
-    if (col_step == C::kColSteps - 1) {
-      // Stored as order keys (detail::score_key), the form the selection reads; dead blocks,
-      // keys past nk (up to the width) and rows past valid_rows get key 0.
-      auto* const keys_out = reinterpret_cast<std::uint32_t*>(scores);
-#pragma unroll
-      for (int m = 0; m < kLaneKeys; ++m) {
-        const int key = first_key + lane + 32 * m;
-        const bool live = (live_bits[key >> 5] >> lane) & 1u;  // 0 past nk
-#pragma unroll
-        for (int i = 0; i < kGroupRows; ++i)
-          keys_out[(group_row + i) * p.score_pitch + key] =
-              live && group_row + i < valid_rows ? detail::score_key(acc[i][m]) : 0u;
-      }
-#pragma unroll
-      for (int i = 0; i < kGroupRows; ++i)
-#pragma unroll
-        for (int m = 0; m < kLaneKeys; ++m) acc[i][m] = 0.0f;
-    }
-  }
-  ptx::cp_async_wait<0>();
-  __syncthreads();  // every stage read, every score written
+  // ---- 1. scores, as order keys -----------------------------------------------------------------
+  coarse::scan_keys<kHeadDim, kRows>(k_mean, p.nk, step1);
+  coarse::quantize_rows<kHeadDim, kRows>(q_rows, valid_rows, step1);
+  __syncthreads();
+  auto* const keys = reinterpret_cast<std::uint32_t*>(scores);
+  coarse::score_tiles<kHeadDim, kRows>(k_mean, p.nk, valid_rows, live_bits, step1, keys, p.score_pitch);
+  // The width's padding past the last 16-key tile: key 0.
+  const int tiled = round_up(p.nk, 16), padding = p.score_width - tiled;
+  for (int i = tid; i < kRows * padding; i += kThreads) keys[i / padding * p.score_pitch + tiled + i % padding] = 0u;
+  __syncthreads();  // every score written, the query bytes in the area read
 
   // The first value tiles load while the rows are selected.
   const int value_tiles = (p.nk + C::kValueKeys - 1) / C::kValueKeys;
@@ -447,7 +367,8 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   // ---- 2. selection and softmax weights ------------------------------------------------------
   constexpr int kWarpRows = kRows / kWarps;
   select_rows<kWarpRows>(scores, live_bits, *live_count, warp * kWarpRows, valid_rows, p,
-                         bh * p.nq + first_row + warp * kWarpRows, row_scale);
+                         bh * p.nq + first_row + warp * kWarpRows, row_scale, step1.row_exponent,
+                         detail::magnitude_exponent(*step1.key_largest));
 
   // ---- 3. coarse output, Oᵀ = Vᵀ·Pᵀ -----------------------------------------------------------
   const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments

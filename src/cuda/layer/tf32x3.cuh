@@ -6,9 +6,9 @@
 // below 3·2^-20 of |a·b|; the tensor core's own accumulation adds a few
 // float32 roundings per product. Truncation by a mask is one instruction;
 // cvt.rna.tf32.f32 is four on sm_90 (it handles inf and NaN).
-// Not bit-identical to a float32 FMA chain: the coarse stage uses it for its
-// output P·V, whose contract is a tolerance, never for the scores the lists
-// come from.
+// Not bit-identical to any fixed float32 order of operations: the coarse
+// stage uses it for its output P·V, whose contract is a tolerance, never for
+// the scores the lists come from.
 #pragma once
 
 #include <cstdint>

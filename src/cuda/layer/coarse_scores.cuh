@@ -1,0 +1,245 @@
+// Step 1 of the CUDA coarse stage: the scores as exact integer dot products of
+// the means in block floating point (core/layer_arithmetic.hpp), on the
+// integer tensor cores.
+//
+// A query row's Q_d (|Q_d| <= 2^22) are split into three bytes, Q = Q2·2^16 +
+// Q1·2^8 + Q0 (Q0, Q1 unsigned, Q2 signed), kept in shared memory as three
+// planes. A key's Q_d are taken offset, U = Q + 2^22 in [0, 2^23], from one
+// rounding of a float add (U's three bytes all unsigned), so
+//   Σ_d Q_q,d Q_k,d = Σ_{i,j} 2^(8(i+j)) Σ_d Q_i,d U_j,d − 2^22 Σ_d Q_q,d,
+// nine m16n8k32 u8 products summed into five int32 accumulators by the shift
+// i + j (each exact: at most 3 · 128 · 255² < 2^31), then combined in 64
+// bits. The result is the CPU backend's sum, bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "core/layer_arithmetic.hpp"
+
+namespace vsa::cuda::coarse {
+
+constexpr unsigned kAllLanes = 0xffffffffu;
+constexpr int kPieces = 3;                 // bytes per quantized element
+constexpr int kGroups = 2 * kPieces - 1;   // accumulators per output: shifts 0, 8, .., 32
+constexpr std::uint32_t kNanKey = 0xffc00000u;  // detail::score_key of the quiet NaN, as the CPU's NAN
+
+// fma without .ftz: the build's --use_fast_math would flush subnormal inputs.
+__device__ __forceinline__ float fma_keep_subnormals(float a, float b, float c) {
+  float d;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+
+// 2^(kScoreBits − exponent) as two normal floats (exponent in [−149, 127]).
+struct KeyScale {
+  float first, second;
+};
+__device__ __forceinline__ KeyScale key_scale(int exponent) {
+  const int total = detail::kScoreBits - exponent, half = total / 2;
+  return {__uint_as_float(static_cast<std::uint32_t>(half + 127) << 23),
+          __uint_as_float(static_cast<std::uint32_t>(total - half + 127) << 23)};
+}
+
+// U = Q + 2^22 of a finite key element, Q = RN(x · 2^(kScoreBits − E)): x times the two
+// factors is exact (or so small that Q is 0 either way), and adding 1.5 · 2^23 rounds it to
+// an integer, ties to even, as detail::quantize_mean does; the sum's bits minus those of
+// 2^23 are then U.
+__device__ __forceinline__ std::uint32_t offset_quantized(float x, KeyScale scale) {
+  constexpr float kRounder = 12582912.0f;            // 1.5 · 2^23
+  constexpr std::uint32_t kBaseBits = 0x4b000000u;  // 2^23
+  const float scaled = fma_keep_subnormals(fma_keep_subnormals(x, scale.first, 0.0f), scale.second, kRounder);
+  return __float_as_uint(scaled) - kBaseBits;
+}
+
+// Byte `piece` of each of four words, packed in order (the lowest k in the lowest byte).
+__device__ __forceinline__ std::uint32_t gather_bytes(std::uint32_t w0, std::uint32_t w1, std::uint32_t w2,
+                                                      std::uint32_t w3, int piece) {
+  const std::uint32_t select = static_cast<std::uint32_t>(piece) | (static_cast<std::uint32_t>(piece + 4) << 4);
+  return __byte_perm(__byte_perm(w0, w1, select), __byte_perm(w2, w3, select), 0x5410);
+}
+
+// D += A (16×32 u8) · B (32×8, u8 or s8), int32 accumulators.
+template <bool kSignedB>
+__device__ __forceinline__ void mma_bytes(int (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                          std::uint32_t b1) {
+  if constexpr (kSignedB)
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Shared state of step 1, laid out by the kernel.
+template <int kHeadDim, int kRows>
+struct ScoreShared {
+  static constexpr int kPlanePitch = kHeadDim + 16;  // bytes: the 8 rows of a B fragment in 32 banks
+  static constexpr int kPlaneBytes = kPieces * kRows * kPlanePitch;
+  std::uint8_t* planes;        // [kPieces][kRows][kPlanePitch] bytes of the query rows' Q
+  int* row_exponent;           // [kRows] E of each query row
+  int* row_sum;                // [kRows] Σ_d Q_q,d
+  int* row_finite;             // [kRows] 0 when the row holds an inf or NaN
+  std::uint32_t* key_bad;      // [width / 32] bits: key means holding an inf or NaN
+  std::uint32_t* key_largest;  // the largest finite magnitude among the head's key means
+};
+
+// The head's key means: their largest finite magnitude and which hold an inf or NaN
+// (key_bad and key_largest zeroed before). A warp per key, or per two at D = 64.
+template <int kHeadDim, int kRows>
+__device__ void scan_keys(const float* k_mean, int nk, const ScoreShared<kHeadDim, kRows>& s) {
+  constexpr int kLanesPerKey = kHeadDim / 4, kKeysPerWarp = 32 / kLanesPerKey, kWarps = 8;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  std::uint32_t largest = 0;
+#pragma unroll 4
+  for (int j0 = warp * kKeysPerWarp; j0 < nk; j0 += kWarps * kKeysPerWarp) {
+    const int j = j0 + lane / kLanesPerKey;
+    if (j >= nk) continue;
+    const float4 x = __ldg(reinterpret_cast<const float4*>(k_mean + static_cast<std::int64_t>(j) * kHeadDim) +
+                           lane % kLanesPerKey);
+    bool bad = false;
+    for (const float e : {x.x, x.y, x.z, x.w}) {
+      const std::uint32_t mag = detail::magnitude_bits(e);
+      if (mag >= detail::kInfBits)
+        bad = true;
+      else
+        largest = max(largest, mag);
+    }
+    if (bad) atomicOr(s.key_bad + (j >> 5), 1u << (j & 31));
+  }
+  largest = __reduce_max_sync(kAllLanes, largest);
+  if (lane == 0) atomicMax(s.key_largest, largest);
+}
+
+// The CTA's query rows (zero past valid_rows) in block floating point: Q's bytes into the
+// planes, each row's exponent, Σ_d Q_d and finiteness. Warp w takes rows w, w + 8, ...
+template <int kHeadDim, int kRows>
+__device__ void quantize_rows(const float* q_rows, int valid_rows, const ScoreShared<kHeadDim, kRows>& s) {
+  constexpr int kLaneCols = kHeadDim / 32;  // 4 or 2 consecutive columns per lane
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int row = warp; row < kRows; row += 8) {
+    float x[kLaneCols] = {};
+    if (row < valid_rows)
+#pragma unroll
+      for (int c = 0; c < kLaneCols; ++c) x[c] = q_rows[static_cast<std::int64_t>(row) * kHeadDim + kLaneCols * lane + c];
+    std::uint32_t largest = 0;
+    bool finite = true;
+#pragma unroll
+    for (int c = 0; c < kLaneCols; ++c) {
+      const std::uint32_t mag = detail::magnitude_bits(x[c]);
+      if (mag >= detail::kInfBits)
+        finite = false;
+      else
+        largest = max(largest, mag);
+    }
+    largest = __reduce_max_sync(kAllLanes, largest);
+    finite = __all_sync(kAllLanes, finite);
+    const int exponent = detail::magnitude_exponent(largest);
+    std::uint32_t packed[kPieces] = {};
+    int sum = 0;
+#pragma unroll
+    for (int c = 0; c < kLaneCols; ++c) {
+      const std::int32_t q = finite ? detail::quantize_mean(x[c], exponent) : 0;
+      sum += q;
+#pragma unroll
+      for (int p = 0; p < kPieces; ++p) packed[p] |= ((static_cast<std::uint32_t>(q) >> (8 * p)) & 0xffu) << (8 * c);
+    }
+    sum = static_cast<int>(__reduce_add_sync(kAllLanes, static_cast<unsigned>(sum)));
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      std::uint8_t* to = s.planes + (p * kRows + row) * ScoreShared<kHeadDim, kRows>::kPlanePitch + kLaneCols * lane;
+      if constexpr (kLaneCols == 4)
+        *reinterpret_cast<std::uint32_t*>(to) = packed[p];
+      else
+        *reinterpret_cast<std::uint16_t*>(to) = static_cast<std::uint16_t>(packed[p]);
+    }
+    if (lane == 0) {
+      s.row_exponent[row] = exponent;
+      s.row_sum[row] = sum;
+      s.row_finite[row] = finite;
+    }
+  }
+}
+
+// The order keys of the CTA's rows against every key, into `keys` (row pitch `pitch`): a
+// warp takes 16-key tiles in turn and all rows, kTileRows (<= 16) at a time. Keys past nk up
+// to a multiple of 16, dead blocks and rows past valid_rows get key 0; a NaN score (a row or
+// key holding an inf or NaN) kNanKey. Needs scan_keys and quantize_rows done (a barrier).
+template <int kHeadDim, int kRows>
+__device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const std::uint32_t* live_bits,
+                            const ScoreShared<kHeadDim, kRows>& s, std::uint32_t* keys, int pitch) {
+  constexpr int kTileRows = kRows < 16 ? kRows : 16, kRowTiles = kTileRows / 8;
+  constexpr int kPitch = ScoreShared<kHeadDim, kRows>::kPlanePitch;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
+  const KeyScale scale = key_scale(detail::magnitude_exponent(*s.key_largest));
+  for (int tile = warp; tile * 16 < nk; tile += 8) {
+    const float* key_rows[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      key_rows[h] = k_mean + static_cast<std::int64_t>(min(tile * 16 + g + 8 * h, nk - 1)) * kHeadDim + 4 * t;
+#pragma unroll
+    for (int first_row = 0; first_row < kRows; first_row += kTileRows) {
+      int acc[kRowTiles][kGroups][4] = {};
+#pragma unroll
+      for (int c = 0; c < kHeadDim; c += 32) {
+        // A: keys g, g + 8 (h) × columns c + 4t .. + 3 and c + 16 + 4t .. + 3 (half).
+        std::uint32_t u[2][2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const float4 x = __ldg(reinterpret_cast<const float4*>(key_rows[h] + c + 16 * half));
+            u[h][half][0] = offset_quantized(x.x, scale), u[h][half][1] = offset_quantized(x.y, scale);
+            u[h][half][2] = offset_quantized(x.z, scale), u[h][half][3] = offset_quantized(x.w, scale);
+          }
+        std::uint32_t a[kPieces][4];
+#pragma unroll
+        for (int p = 0; p < kPieces; ++p)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {  // a0: (g, k 4t..), a1: (g + 8, ..), a2: (g, 16 + 4t..), a3
+            const auto& w = u[r & 1][r >> 1];
+            a[p][r] = gather_bytes(w[0], w[1], w[2], w[3], p);
+          }
+#pragma unroll
+        for (int n = 0; n < kRowTiles; ++n) {
+          const std::uint8_t* row = s.planes + (first_row + 8 * n + g) * kPitch + c + 4 * t;
+#pragma unroll
+          for (int pq = 0; pq < kPieces; ++pq) {
+            const std::uint8_t* plane = row + pq * kRows * kPitch;
+            const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(plane);
+            const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(plane + 16);
+#pragma unroll
+            for (int pk = 0; pk < kPieces; ++pk) {
+              if (pq == kPieces - 1)
+                mma_bytes<true>(acc[n][pk + pq], a[pk], b0, b1);
+              else
+                mma_bytes<false>(acc[n][pk + pq], a[pk], b0, b1);
+            }
+          }
+        }
+      }
+      // C: (key g + 8 (e / 2), row 2t + e % 2) of each row tile.
+#pragma unroll
+      for (int n = 0; n < kRowTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = tile * 16 + g + 8 * (e >> 1), row = first_row + 8 * n + 2 * t + (e & 1);
+          std::int64_t sum = -static_cast<std::int64_t>(s.row_sum[row]) * (std::int64_t{1} << 22);
+#pragma unroll
+          for (int k = 0; k < kGroups; ++k) sum += static_cast<std::int64_t>(acc[n][k][e]) * (std::int64_t{1} << (8 * k));
+          const bool live = key < nk && ((live_bits[key >> 5] >> (key & 31)) & 1u) && row < valid_rows;
+          const bool finite = s.row_finite[row] && !((s.key_bad[key >> 5] >> (key & 31)) & 1u);
+          keys[row * pitch + key] = !live ? 0u : finite ? detail::score_key(detail::score_rank(sum)) : kNanKey;
+        }
+    }
+  }
+}
+
+}  // namespace vsa::cuda::coarse
