@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -113,6 +114,8 @@ struct CoarseCase {
   // > 0: block j's key mean is block j % repeat's, so each score repeats ~nk / repeat
   // times in a row (ties inside the last 32 keys the selection ranks).
   std::int64_t repeat = 0;
+  // The query and key means scaled by 2^q_shift and 2^k_shift: subnormal or huge means.
+  int q_shift = 0, k_shift = 0;
 };
 
 void PrintTo(const CoarseCase& c, std::ostream* os) { *os << c.name; }
@@ -142,6 +145,10 @@ std::vector<CoarseCase> coarse_cases() {
       // 27 or 28 copies of each score: the keys left to rank tie among themselves.
       {"repeated_scores", 1, 2, 1, 40, 624, 128, 63, DType::i32, B::mixed, false, nullptr, 23},
       {"repeated_scores_topk_nk", 1, 1, 1, 9, 300, 64, 299, DType::i32, B::all_live, false, nullptr, 11},
+      // Means in block floating point at the ends of float32's range: subnormal keys (and
+      // queries), keys near 2^100 with small queries.
+      {"subnormal_means", 1, 2, 1, 40, 300, 128, 30, DType::i32, B::mixed, false, nullptr, 0, -135, -140},
+      {"huge_key_means", 1, 2, 2, 17, 200, 64, 20, DType::i32, B::mixed, false, nullptr, 0, -20, 100},
   };
 }
 
@@ -168,6 +175,8 @@ TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
       const std::int64_t j = r % c.nk, source = r - j + j % c.repeat;
       for (std::int64_t d = 0; d < c.dim; ++d) k.set(r * c.dim + d, k.get(source * c.dim + d));
     }
+  for (std::int64_t i = 0; i < q.numel(); ++i) q.set(i, std::ldexp(q.get(i), c.q_shift));
+  for (std::int64_t i = 0; i < k.numel(); ++i) k.set(i, std::ldexp(k.get(i), c.k_shift));
   std::vector<std::int64_t> sizes = mixed_counts(rng, c.nk, 64);
   for (auto& s : sizes) {
     if (c.blocks == CoarseCase::Blocks::all_live) s = 64;

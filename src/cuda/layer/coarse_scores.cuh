@@ -90,27 +90,33 @@ struct ScoreShared {
 };
 
 // The head's key means: their largest finite magnitude and which hold an inf or NaN
-// (key_bad and key_largest zeroed before). A warp per key, or per two at D = 64.
+// (key_bad and key_largest zeroed before). A warp per key, or per two at D = 64; each lane
+// has kBatch 16-byte loads in flight (the whole CTA waits for this pass).
 template <int kHeadDim, int kRows>
 __device__ void scan_keys(const float* k_mean, int nk, const ScoreShared<kHeadDim, kRows>& s) {
-  constexpr int kLanesPerKey = kHeadDim / 4, kKeysPerWarp = 32 / kLanesPerKey, kWarps = 8;
+  constexpr int kLanesPerKey = kHeadDim / 4, kKeysPerWarp = 32 / kLanesPerKey, kWarps = 8, kBatch = 16;
+  constexpr int kKeysPerRound = kWarps * kKeysPerWarp;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const float4* column = reinterpret_cast<const float4*>(k_mean) + lane % kLanesPerKey;
   std::uint32_t largest = 0;
-#pragma unroll 4
-  for (int j0 = warp * kKeysPerWarp; j0 < nk; j0 += kWarps * kKeysPerWarp) {
-    const int j = j0 + lane / kLanesPerKey;
-    if (j >= nk) continue;
-    const float4 x = __ldg(reinterpret_cast<const float4*>(k_mean + static_cast<std::int64_t>(j) * kHeadDim) +
-                           lane % kLanesPerKey);
-    bool bad = false;
-    for (const float e : {x.x, x.y, x.z, x.w}) {
-      const std::uint32_t mag = detail::magnitude_bits(e);
-      if (mag >= detail::kInfBits)
-        bad = true;
-      else
-        largest = max(largest, mag);
+  for (int first = warp * kKeysPerWarp + lane / kLanesPerKey; first < nk; first += kBatch * kKeysPerRound) {
+    float4 x[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      x[b] = __ldg(column + static_cast<std::int64_t>(min(first + b * kKeysPerRound, nk - 1)) * kLanesPerKey);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int j = first + b * kKeysPerRound;
+      bool bad = false;
+      for (const float e : {x[b].x, x[b].y, x[b].z, x[b].w}) {
+        const std::uint32_t mag = detail::magnitude_bits(e);
+        if (mag >= detail::kInfBits)
+          bad = true;
+        else
+          largest = max(largest, mag);  // a clamped repeat of key nk - 1 changes nothing
+      }
+      if (bad && j < nk) atomicOr(s.key_bad + (j >> 5), 1u << (j & 31));
     }
-    if (bad) atomicOr(s.key_bad + (j >> 5), 1u << (j & 31));
   }
   largest = __reduce_max_sync(kAllLanes, largest);
   if (lane == 0) atomicMax(s.key_largest, largest);
