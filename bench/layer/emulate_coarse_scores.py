@@ -28,6 +28,10 @@ def quantize_mean(x, E):
         q = sig >> shift; rest = sig & ((1 << shift) - 1); half = 1 << (shift - 1)
         if rest > half or (rest == half and (q & 1)): q += 1
     return -q if b >> 31 else q
+def score_rank(total, E):
+    # RN(total) in float32, then times 2^(E - KS) (layer_arithmetic.hpp: one more rounding for subnormals)
+    f = np.float32(total)
+    return np.float32(math.ldexp(float(f), E - KS)) if f != 0 else f
 def score_key(f):
     b = fbits(f)
     if b == 0x80000000: b = 0
@@ -46,7 +50,7 @@ def bytes_of(word, signed):
 
 def run(R=32, D=128, nk=50, valid_rows=29):
     q = (rng.standard_normal((R, D)) * 2.0 ** rng.integers(-8, 8)).astype(np.float32)
-    K = (rng.standard_normal((nk, D)) * 2.0 ** rng.integers(-8, 8)).astype(np.float32)
+    K = (rng.standard_normal((nk, D)) * 2.0 ** rng.integers(-8, 8, size=(nk, 1))).astype(np.float32)
     q[valid_rows:] = 0  # rows past valid_rows are zero in the kernel
     live = rng.random(nk) < 0.9
     pitch_b = D + 16
@@ -63,7 +67,7 @@ def run(R=32, D=128, nk=50, valid_rows=29):
                 Q = quantize_mean(x[lane_cols * lane + c], E); s += Q
                 for p in range(3): planes[p][row][lane_cols * lane + c] = ((Q & 0xffffffff) >> (8 * p)) & 0xff
         row_sum[row] = s
-    EK = mag_exp(max(fbits(v) & 0x7fffffff for v in K.ravel())); sc = key_scale(EK)
+    EK = [mag_exp(max(fbits(v) & 0x7fffffff for v in K[j])) for j in range(nk)]
     keys = np.zeros((R, ((nk + 127) // 128) * 128), dtype=np.uint64)
     for warp in range(8):
         tile = warp
@@ -76,8 +80,9 @@ def run(R=32, D=128, nk=50, valid_rows=29):
                     Bf = {}
                     for lane in range(32):
                         g, t = lane // 4, lane % 4
-                        krow = [K[min(tile * 16 + g + 8 * h, nk - 1)] for h in range(2)]
-                        u = [[[offset_quantized(krow[h][c + 16 * half + 4 * t + i], sc) for i in range(4)] for half in range(2)] for h in range(2)]
+                        kid = [min(tile * 16 + g + 8 * h, nk - 1) for h in range(2)]
+                        krow = [K[j] for j in kid]
+                        u = [[[offset_quantized(krow[h][c + 16 * half + 4 * t + i], key_scale(EK[kid[h]])) for i in range(4)] for half in range(2)] for h in range(2)]
                         A[lane] = [[gather_bytes(u[r & 1][r >> 1], p) for r in range(4)] for p in range(3)]
                         for n in range(nt):
                             row = first_row + 8 * n + g
@@ -107,14 +112,14 @@ def run(R=32, D=128, nk=50, valid_rows=29):
                             key = tile * 16 + g + 8 * (e >> 1); row = first_row + 8 * n + 2 * t + (e & 1)
                             s = -row_sum[row] * (1 << 22) + sum(int(acc[lane, n, k, e]) * (1 << (8 * k)) for k in range(5))
                             ok = key < nk and live[key] and row < valid_rows
-                            keys[row, key] = score_key(np.float32(s)) if ok else 0
+                            keys[row, key] = score_key(score_rank(s, EK[min(key, nk - 1)])) if ok else 0
             tile += 8
     # CPU rule
     Qq = np.array([[quantize_mean(v, row_exp[r]) for v in q[r]] for r in range(R)], dtype=np.int64)
-    Qk = np.array([[quantize_mean(v, EK) for v in K[j]] for j in range(nk)], dtype=np.int64)
+    Qk = np.array([[quantize_mean(v, EK[j]) for v in K[j]] for j in range(nk)], dtype=np.int64)
     for r in range(valid_rows):
         for j in range(nk):
-            want = score_key(np.float32(int((Qq[r] * Qk[j]).sum()))) if live[j] else 0
+            want = score_key(score_rank(int((Qq[r] * Qk[j]).sum()), EK[j])) if live[j] else 0
             assert keys[r, j] == want, (r, j, keys[r, j], want)
     print("ok", R, D, nk)
 run(32, 128, 50, 29)

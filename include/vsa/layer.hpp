@@ -48,13 +48,12 @@ void block_mean_backward(const BlockMeanBackwardParams& params);
 // Dense attention over block means plus the top-k block selection of every
 // (b, h, query block) row, in one pass over the row's scores.
 //
-//   score[i, j] = Σ_d Q[i, d] · K[j, d], exact, rounded once to float32,
-//                 with Q and K the means as 23-bit integers that share one
-//                 exponent per query row and per (b, KV head)
-//                 (docs/layer.md, "Precision"), identical on every backend;
-//                 its value is that times 2^(both exponents − 42). Query head
-//                 h reads KV head h / (H / Hkv). A row or key mean holding an
-//                 inf or NaN scores NaN (ranked above +inf).
+//   score[i, j] = Σ_d Q[i, d] · K[j, d], exact, rounded to float32, with Q
+//                 and K the mean vectors as 23-bit integers, each vector with
+//                 its own exponent (docs/layer.md, "Precision"), identical on
+//                 every backend. Query head h reads KV head h / (H / Hkv). A
+//                 row or key mean holding an inf or NaN scores NaN (ranked
+//                 above +inf).
 //   live j      = variable_block_sizes[j] > 0; other blocks get no weight and
 //                 are never selected.
 //   coarse_out  = softmax over live j of score · scale, times v_mean (0 for a

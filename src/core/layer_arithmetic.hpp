@@ -8,7 +8,7 @@
 // - Means: the 16-bit (or float32) inputs are summed in float64 in token
 //   order and divided by the count in float64, then rounded once to float32.
 // - Scores: exact integer dot products of the means in block floating point
-//   (below), rounded once to float32.
+//   (below), rounded to float32.
 #pragma once
 
 #include <cmath>
@@ -48,13 +48,15 @@ VSA_HOST_DEVICE inline float mean_from_sum(double sum, std::int64_t count) {
 }
 
 // ---- Scores: exact integer dot products of block-floating-point means ----
-// A mean vector x becomes integers Q_d = RN(x_d · 2^(kScoreBits − E)), E =
-// floor(log2) of the largest finite |x_d| that shares its exponent: each
-// query row its own, all key means of a (batch, KV head) one. So |Q_d| <=
-// 2^22, a query and a key vector's Σ_d Q_q,d Q_k,d is exact in 64 bits (and
-// on the GPU exact in the integer tensor cores, from three 8-bit pieces
-// each), and a row ranks its keys by that sum rounded once to float32. Every
-// step is integer arithmetic or one IEEE rounding, the same on every backend.
+// A mean vector x (a query row's, or a key's) becomes integers Q_d =
+// RN(x_d · 2^(kScoreBits − E)), E = floor(log2) of its largest finite |x_d|,
+// so |Q_d| <= 2^22 and a query and a key's Σ_d Q_q,d Q_k,d is exact in 64
+// bits (on the GPU exact in the integer tensor cores, from three 8-bit pieces
+// each). A row ranks key j by that sum rounded once to float32 and scaled by
+// 2^(E_j − kScoreBits) (score_rank): the score without the row's own factor
+// 2^(E_q − kScoreBits), which the softmax applies. Every step is integer
+// arithmetic or one rounding to nearest (ties to even), the same on every
+// backend whatever its floating-point modes.
 constexpr int kScoreBits = 21;
 
 VSA_HOST_DEVICE inline std::uint32_t float_bits(float x) {
@@ -64,6 +66,16 @@ VSA_HOST_DEVICE inline std::uint32_t float_bits(float x) {
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   return bits;
+#endif
+}
+
+VSA_HOST_DEVICE inline float float_of_bits(std::uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
 #endif
 }
 
@@ -86,37 +98,44 @@ VSA_HOST_DEVICE inline int magnitude_exponent(std::uint32_t mag) {
 #endif
 }
 
-// Q = RN(x · 2^(kScoreBits − exponent)), ties to even, for a finite x with
-// |x| < 2^(exponent + 1). Exact shifts of x's significand, no float rounding.
+// RN(value / 2^shift), ties to even, for value < 2^24; shift <= 0 shifts left (exact).
+VSA_HOST_DEVICE inline std::uint32_t shift_right_rounded(std::uint32_t value, int shift) {
+  if (shift <= 0) return value << -shift;
+  if (shift > 25) return 0;  // value < 2^24: less than half of 2^shift
+  const std::uint32_t q = value >> shift, rest = value & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  return q + (rest > half || (rest == half && (q & 1u)) ? 1u : 0u);
+}
+
+// Q = RN(x · 2^(kScoreBits − exponent)) for a finite x with |x| < 2^(exponent + 1).
 VSA_HOST_DEVICE inline std::int32_t quantize_mean(float x, int exponent) {
   const std::uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
   const int field = static_cast<int>(mag >> 23);
   const std::uint32_t significand = field != 0 ? (mag & 0x7fffffu) | 0x800000u : mag;
-  // x = significand · 2^(e − 23) with e = field − 127 (subnormal: −126), so
-  // Q = RN(significand / 2^shift), shift = exponent + 23 − kScoreBits − e:
-  // >= 2 for a normal x; down to −21 for a subnormal x in a vector whose
-  // largest element is subnormal too, where Q is the significand shifted
-  // left, exactly (still below 2^22).
+  // x = significand · 2^(e − 23) with e = field − 127 (subnormal: −126), so Q =
+  // RN(significand / 2^shift), shift = exponent + 23 − kScoreBits − e: >= 2 for a
+  // normal x, down to −21 for a subnormal x of a vector whose largest element is
+  // subnormal too (then Q is the significand shifted left, still below 2^22).
   const int shift = exponent + 23 - kScoreBits - (field != 0 ? field - 127 : -126);
-  if (shift > 25) return 0;  // significand < 2^24: less than half of 2^shift
-  std::uint32_t q;
-  if (shift <= 0) {
-    q = significand << -shift;
-  } else {
-    q = significand >> shift;
-    const std::uint32_t rest = significand & ((1u << shift) - 1u), half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (q & 1u))) ++q;
-  }
-  return bits >> 31 ? -static_cast<std::int32_t>(q) : static_cast<std::int32_t>(q);
+  const auto q = static_cast<std::int32_t>(shift_right_rounded(significand, shift));
+  return bits >> 31 ? -q : q;
 }
 
-// The exact sum Σ Q_q,d Q_k,d rounded once to float32: what a row ranks.
-VSA_HOST_DEVICE inline float score_rank(std::int64_t sum) {
+// What a row ranks key j by: the exact sum Σ Q_q,d Q_k,d rounded to float32, then
+// times 2^(key_exponent − kScoreBits) (exact where the result is a normal float;
+// rounded to nearest once more where it is subnormal; inf past the range).
+VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, int key_exponent) {
 #if defined(__CUDA_ARCH__)
-  return __ll2float_rn(sum);
+  const float rounded = __ll2float_rn(sum);
 #else
-  return static_cast<float>(sum);  // round to nearest, the default mode
+  const float rounded = static_cast<float>(sum);  // round to nearest, the default mode
 #endif
+  const std::uint32_t bits = float_bits(rounded), sign = bits & 0x80000000u, mag = bits & 0x7fffffffu;
+  if (mag == 0) return rounded;
+  // rounded is an integer, so a normal float: field >= 127.
+  const int field = static_cast<int>(mag >> 23) + key_exponent - kScoreBits;
+  if (field >= 255) return float_of_bits(sign | kInfBits);
+  if (field >= 1) return float_of_bits(sign | (static_cast<std::uint32_t>(field) << 23) | (mag & 0x7fffffu));
+  return float_of_bits(sign | shift_right_rounded((mag & 0x7fffffu) | 0x800000u, 1 - field));
 }
 
 // One element of the gate combine: fine + coarse · gate with one rounding (an

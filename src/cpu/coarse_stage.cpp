@@ -30,30 +30,37 @@ std::vector<std::int64_t> select_blocks(const std::vector<float>& scores,
   return ids;
 }
 
-// Means in block floating point (layer_arithmetic.hpp): integers sharing one exponent, and
-// whether each vector of `dim` is finite (a vector with an inf or NaN scores NaN).
+// Means in block floating point (layer_arithmetic.hpp): each vector of `dim` as integers
+// with its own exponent, and whether it is finite (a vector with an inf or NaN scores NaN).
 struct QuantizedMeans {
   std::vector<std::int32_t> q;
+  std::vector<int> exponent;
   std::vector<char> finite;
-  int exponent = 0;
 };
 
 QuantizedMeans quantize_vectors(const float* x, std::int64_t vectors, std::int64_t dim) {
   QuantizedMeans out;
-  std::uint32_t largest = 0;
+  out.q.assign(static_cast<std::size_t>(vectors * dim), 0);
+  out.exponent.assign(static_cast<std::size_t>(vectors), 0);
   out.finite.assign(static_cast<std::size_t>(vectors), 1);
-  for (std::int64_t i = 0; i < vectors * dim; ++i) {
-    const std::uint32_t mag = detail::magnitude_bits(x[i]);
-    if (mag >= detail::kInfBits)
-      out.finite[static_cast<std::size_t>(i / dim)] = 0;
-    else
-      largest = std::max(largest, mag);
+  for (std::int64_t v = 0; v < vectors; ++v) {
+    const float* row = x + v * dim;
+    std::uint32_t largest = 0;
+    bool finite = true;
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const std::uint32_t mag = detail::magnitude_bits(row[d]);
+      if (mag >= detail::kInfBits)
+        finite = false;
+      else
+        largest = std::max(largest, mag);
+    }
+    const int exponent = detail::magnitude_exponent(largest);
+    out.exponent[static_cast<std::size_t>(v)] = exponent;
+    out.finite[static_cast<std::size_t>(v)] = finite;
+    if (finite)
+      for (std::int64_t d = 0; d < dim; ++d)
+        out.q[static_cast<std::size_t>(v * dim + d)] = detail::quantize_mean(row[d], exponent);
   }
-  out.exponent = detail::magnitude_exponent(largest);
-  out.q.resize(static_cast<std::size_t>(vectors * dim));
-  for (std::int64_t i = 0; i < vectors * dim; ++i)
-    out.q[static_cast<std::size_t>(i)] =
-        out.finite[static_cast<std::size_t>(i / dim)] ? detail::quantize_mean(x[i], out.exponent) : 0;
   return out;
 }
 
@@ -73,7 +80,7 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
     if (detail::load_int(p.variable_block_sizes, j) > 0) live.push_back(j);
   const auto take = std::min<std::int64_t>(topk, static_cast<std::int64_t>(live.size()));
 
-  // One exponent per (batch, KV head) for its key means.
+  // The key means of each (batch, KV head), quantized once.
   std::vector<QuantizedMeans> keys(static_cast<std::size_t>(p.k_mean.shape[0] * kv_heads));
   parallel_for(static_cast<std::int64_t>(keys.size()), [&](std::int64_t bkv) {
     keys[static_cast<std::size_t>(bkv)] = quantize_vectors(k_mean + bkv * nk * dim, nk, dim);
@@ -86,16 +93,16 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
     const QuantizedMeans query = quantize_vectors(q_mean + row * dim, 1, dim);
     const QuantizedMeans& key = keys[static_cast<std::size_t>(bkv)];
 
-    // scores: what the row ranks (float32 of the exact integer sums); their value is
-    // that times 2^(exponents − 2 kScoreBits).
+    // scores: what the row ranks, the scores without the row's factor 2^(E_q − kScoreBits).
     std::vector<float> scores(static_cast<std::size_t>(nk));
     for (std::int64_t j = 0; j < nk; ++j) {
       std::int64_t sum = 0;
       for (std::int64_t d = 0; d < dim; ++d)
         sum += static_cast<std::int64_t>(query.q[static_cast<std::size_t>(d)]) * key.q[static_cast<std::size_t>(j * dim + d)];
-      scores[j] = query.finite[0] && key.finite[static_cast<std::size_t>(j)] ? detail::score_rank(sum) : NAN;
+      const auto jj = static_cast<std::size_t>(j);
+      scores[jj] = query.finite[0] && key.finite[jj] ? detail::score_rank(sum, key.exponent[jj]) : NAN;
     }
-    const int value_exponent = query.exponent + key.exponent - 2 * detail::kScoreBits;
+    const int row_exponent = query.exponent[0] - detail::kScoreBits;
 
     const std::vector<std::int64_t> chosen = select_blocks(scores, live, take);
     for (std::int64_t e = 0; e < topk; ++e) detail::store_int(p.q2k_idx, row * topk + e, e < take ? chosen[e] : -1);
@@ -106,7 +113,7 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
       double top = -INFINITY, total = 0.0;
       for (std::int64_t j : live) top = std::max(top, static_cast<double>(scores[j]));
       for (std::int64_t j : live) {
-        const double weight = std::exp(std::ldexp(scores[j] - top, value_exponent) * scale);
+        const double weight = std::exp(std::ldexp(scores[j] - top, row_exponent) * scale);
         total += weight;
         for (std::int64_t d = 0; d < dim; ++d) out[d] += weight * v[j * dim + d];
       }

@@ -1,7 +1,7 @@
 // The coarse scores' arithmetic (core/layer_arithmetic.hpp) against
 // independent references: the block-floating-point integers against
 // ldexp + nearbyint in float64 (both exact here), and the ranked score
-// against the exact product sum of those integers.
+// against the exact product sum of those integers, scaled in float64.
 #include "core/layer_arithmetic.hpp"
 
 #include <gtest/gtest.h>
@@ -74,10 +74,12 @@ TEST(ScoreArithmetic, QuantizedMeanRoundsToNearestEven) {
   }
 }
 
-TEST(ScoreArithmetic, RankIsTheExactSumRoundedOnce) {
+TEST(ScoreArithmetic, RankIsTheExactSumRoundedThenScaled) {
+  ASSERT_EQ(std::fegetround(), FE_TONEAREST);
   std::mt19937_64 rng(test::next_seed());
   std::uniform_int_distribution<std::int32_t> element(-(1 << 22), 1 << 22);
-  for (int i = 0; i < 20000; ++i) {
+  std::uniform_int_distribution<int> exponent(-149, 127);
+  for (int i = 0; i < 50000; ++i) {
     const int dim = i % 2 ? 128 : 64;
     std::int64_t sum = 0;
     double exact = 0.0;  // integers below 2^53 throughout: exact in float64 too
@@ -87,13 +89,16 @@ TEST(ScoreArithmetic, RankIsTheExactSumRoundedOnce) {
       exact += static_cast<double>(a) * static_cast<double>(b);
     }
     ASSERT_EQ(static_cast<double>(sum), exact);
-    const float rank = detail::score_rank(sum);
-    // Rounded to nearest: no float32 lies strictly between the sum and the rank.
-    const double error = std::abs(static_cast<double>(rank) - static_cast<double>(sum));
-    const double gap = std::abs(static_cast<double>(std::nextafter(rank, rank > 0 ? INFINITY : -INFINITY)) -
-                                static_cast<double>(rank));
-    ASSERT_LE(error, gap / 2) << static_cast<long long>(sum);  // both exact in float64: |sum| < 2^52
+    // The sum rounded to float32, times 2^(e − kScoreBits) in float64 (exact), rounded to
+    // float32 again (which changes nothing but subnormal and overflowing results).
+    const int e = exponent(rng);
+    const float want = static_cast<float>(
+        std::ldexp(static_cast<double>(static_cast<float>(sum)), e - detail::kScoreBits));
+    const float got = detail::score_rank(sum, e);
+    ASSERT_EQ(detail::float_bits(got), detail::float_bits(want)) << static_cast<long long>(sum) << " at " << e;
   }
+  EXPECT_EQ(detail::score_rank(0, 5), 0.0f);
+  EXPECT_TRUE(std::isinf(detail::score_rank(std::int64_t{1} << 50, 127)));
 }
 
 }  // namespace

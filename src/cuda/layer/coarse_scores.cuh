@@ -30,7 +30,7 @@ __device__ __forceinline__ float fma_keep_subnormals(float a, float b, float c) 
   return d;
 }
 
-// 2^(kScoreBits − exponent) as two normal floats (exponent in [−149, 127]).
+// 2^(kScoreBits − exponent) as two normal floats (exponent in [−149, 127]): a key's scale.
 struct KeyScale {
   float first, second;
 };
@@ -85,42 +85,7 @@ struct ScoreShared {
   int* row_exponent;           // [kRows] E of each query row
   int* row_sum;                // [kRows] Σ_d Q_q,d
   int* row_finite;             // [kRows] 0 when the row holds an inf or NaN
-  std::uint32_t* key_bad;      // [width / 32] bits: key means holding an inf or NaN
-  std::uint32_t* key_largest;  // the largest finite magnitude among the head's key means
 };
-
-// The head's key means: their largest finite magnitude and which hold an inf or NaN
-// (key_bad and key_largest zeroed before). A warp per key, or per two at D = 64; each lane
-// has kBatch 16-byte loads in flight (the whole CTA waits for this pass).
-template <int kHeadDim, int kRows>
-__device__ void scan_keys(const float* k_mean, int nk, const ScoreShared<kHeadDim, kRows>& s) {
-  constexpr int kLanesPerKey = kHeadDim / 4, kKeysPerWarp = 32 / kLanesPerKey, kWarps = 8, kBatch = 16;
-  constexpr int kKeysPerRound = kWarps * kKeysPerWarp;
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const float4* column = reinterpret_cast<const float4*>(k_mean) + lane % kLanesPerKey;
-  std::uint32_t largest = 0;
-  for (int first = warp * kKeysPerWarp + lane / kLanesPerKey; first < nk; first += kBatch * kKeysPerRound) {
-    float4 x[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b)
-      x[b] = __ldg(column + static_cast<std::int64_t>(min(first + b * kKeysPerRound, nk - 1)) * kLanesPerKey);
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int j = first + b * kKeysPerRound;
-      bool bad = false;
-      for (const float e : {x[b].x, x[b].y, x[b].z, x[b].w}) {
-        const std::uint32_t mag = detail::magnitude_bits(e);
-        if (mag >= detail::kInfBits)
-          bad = true;
-        else
-          largest = max(largest, mag);  // a clamped repeat of key nk - 1 changes nothing
-      }
-      if (bad && j < nk) atomicOr(s.key_bad + (j >> 5), 1u << (j & 31));
-    }
-  }
-  largest = __reduce_max_sync(kAllLanes, largest);
-  if (lane == 0) atomicMax(s.key_largest, largest);
-}
 
 // The CTA's query rows (zero past valid_rows) in block floating point: Q's bytes into the
 // planes, each row's exponent, Σ_d Q_d and finiteness. Warp w takes rows w, w + 8, ...
@@ -174,48 +139,81 @@ __device__ void quantize_rows(const float* q_rows, int valid_rows, const ScoreSh
 }
 
 // The order keys of the CTA's rows against every key, into `keys` (row pitch `pitch`): a
-// warp takes 16-key tiles in turn and all rows, kTileRows (<= 16) at a time. Keys past nk up
-// to a multiple of 16, dead blocks and rows past valid_rows get key 0; a NaN score (a row or
-// key holding an inf or NaN) kNanKey. Needs scan_keys and quantize_rows done (a barrier).
+// warp takes 16-key tiles in turn and all rows, kTileRows (<= 16) at a time. A tile's key
+// means are loaded whole (a lane holds 32 elements of each of its two keys; the four lanes
+// of a key find its exponent and finiteness together), then quantized as U = Q + 2^22.
+// Keys past nk up to a multiple of 16, dead blocks and rows past valid_rows get key 0; a
+// NaN score (a row or key holding an inf or NaN) kNanKey. Needs quantize_rows done (a
+// barrier).
 template <int kHeadDim, int kRows>
 __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const std::uint32_t* live_bits,
                             const ScoreShared<kHeadDim, kRows>& s, std::uint32_t* keys, int pitch) {
   constexpr int kTileRows = kRows < 16 ? kRows : 16, kRowTiles = kTileRows / 8;
   constexpr int kPitch = ScoreShared<kHeadDim, kRows>::kPlanePitch;
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
-  const KeyScale scale = key_scale(detail::magnitude_exponent(*s.key_largest));
+  const int g = static_cast<int>(threadIdx.x % 32) / 4, t = static_cast<int>(threadIdx.x % 4);  // fragment row, column
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  constexpr int kChunks = kHeadDim / 32;  // k32 steps
   for (int tile = warp; tile * 16 < nk; tile += 8) {
-    const float* key_rows[2];
+    // The lane's elements of keys g and g + 8 (h): columns 32c + 4t .. + 3 and 32c + 16 + 4t .. + 3.
+    float4 x[2][kChunks][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      key_rows[h] = k_mean + static_cast<std::int64_t>(min(tile * 16 + g + 8 * h, nk - 1)) * kHeadDim + 4 * t;
+    for (int h = 0; h < 2; ++h) {
+      const float* key_row = k_mean + static_cast<std::int64_t>(min(tile * 16 + g + 8 * h, nk - 1)) * kHeadDim + 4 * t;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) x[h][c][half] = __ldg(reinterpret_cast<const float4*>(key_row + 32 * c + 16 * half));
+    }
+    // Each key's exponent and finiteness, over its four lanes (t).
+    int key_exponent[2];
+    bool key_finite[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      std::uint32_t largest = 0;
+      bool finite = true;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          for (const float e : {x[h][c][half].x, x[h][c][half].y, x[h][c][half].z, x[h][c][half].w}) {
+            const std::uint32_t mag = detail::magnitude_bits(e);
+            if (mag >= detail::kInfBits)
+              finite = false;
+            else
+              largest = max(largest, mag);
+          }
+#pragma unroll
+      for (int step = 1; step < 4; step *= 2) {
+        largest = max(largest, __shfl_xor_sync(kAllLanes, largest, step));
+        finite = __shfl_xor_sync(kAllLanes, finite, step) && finite;
+      }
+      key_exponent[h] = detail::magnitude_exponent(largest);
+      key_finite[h] = finite;
+    }
+    // A fragments of every k32 step, per piece: a0 (g, 4t..), a1 (g + 8, 4t..), a2 (g, 16 + 4t..), a3.
+    std::uint32_t a[kChunks][kPieces][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const KeyScale scale = key_scale(key_exponent[h]);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float4 v = x[h][c][half];
+          const std::uint32_t u0 = offset_quantized(v.x, scale), u1 = offset_quantized(v.y, scale);
+          const std::uint32_t u2 = offset_quantized(v.z, scale), u3 = offset_quantized(v.w, scale);
+#pragma unroll
+          for (int p = 0; p < kPieces; ++p) a[c][p][h + 2 * half] = gather_bytes(u0, u1, u2, u3, p);
+        }
+    }
 #pragma unroll
     for (int first_row = 0; first_row < kRows; first_row += kTileRows) {
       int acc[kRowTiles][kGroups][4] = {};
 #pragma unroll
-      for (int c = 0; c < kHeadDim; c += 32) {
-        // A: keys g, g + 8 (h) × columns c + 4t .. + 3 and c + 16 + 4t .. + 3 (half).
-        std::uint32_t u[2][2][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const float4 x = __ldg(reinterpret_cast<const float4*>(key_rows[h] + c + 16 * half));
-            u[h][half][0] = offset_quantized(x.x, scale), u[h][half][1] = offset_quantized(x.y, scale);
-            u[h][half][2] = offset_quantized(x.z, scale), u[h][half][3] = offset_quantized(x.w, scale);
-          }
-        std::uint32_t a[kPieces][4];
-#pragma unroll
-        for (int p = 0; p < kPieces; ++p)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {  // a0: (g, k 4t..), a1: (g + 8, ..), a2: (g, 16 + 4t..), a3
-            const auto& w = u[r & 1][r >> 1];
-            a[p][r] = gather_bytes(w[0], w[1], w[2], w[3], p);
-          }
+      for (int c = 0; c < kChunks; ++c)
 #pragma unroll
         for (int n = 0; n < kRowTiles; ++n) {
-          const std::uint8_t* row = s.planes + (first_row + 8 * n + g) * kPitch + c + 4 * t;
+          const std::uint8_t* row = s.planes + (first_row + 8 * n + g) * kPitch + 32 * c + 4 * t;
 #pragma unroll
           for (int pq = 0; pq < kPieces; ++pq) {
             const std::uint8_t* plane = row + pq * kRows * kPitch;
@@ -224,25 +222,25 @@ __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const s
 #pragma unroll
             for (int pk = 0; pk < kPieces; ++pk) {
               if (pq == kPieces - 1)
-                mma_bytes<true>(acc[n][pk + pq], a[pk], b0, b1);
+                mma_bytes<true>(acc[n][pk + pq], a[c][pk], b0, b1);
               else
-                mma_bytes<false>(acc[n][pk + pq], a[pk], b0, b1);
+                mma_bytes<false>(acc[n][pk + pq], a[c][pk], b0, b1);
             }
           }
         }
-      }
       // C: (key g + 8 (e / 2), row 2t + e % 2) of each row tile.
 #pragma unroll
       for (int n = 0; n < kRowTiles; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = tile * 16 + g + 8 * (e >> 1), row = first_row + 8 * n + 2 * t + (e & 1);
+          const int h = e >> 1, key = tile * 16 + g + 8 * h, row = first_row + 8 * n + 2 * t + (e & 1);
           std::int64_t sum = -static_cast<std::int64_t>(s.row_sum[row]) * (std::int64_t{1} << 22);
 #pragma unroll
           for (int k = 0; k < kGroups; ++k) sum += static_cast<std::int64_t>(acc[n][k][e]) * (std::int64_t{1} << (8 * k));
           const bool live = key < nk && ((live_bits[key >> 5] >> (key & 31)) & 1u) && row < valid_rows;
-          const bool finite = s.row_finite[row] && !((s.key_bad[key >> 5] >> (key & 31)) & 1u);
-          keys[row * pitch + key] = !live ? 0u : finite ? detail::score_key(detail::score_rank(sum)) : kNanKey;
+          keys[row * pitch + key] = !live                                ? 0u
+                                    : s.row_finite[row] && key_finite[h] ? detail::score_key(detail::score_rank(sum, key_exponent[h]))
+                                                                         : kNanKey;
         }
     }
   }

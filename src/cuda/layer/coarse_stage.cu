@@ -99,15 +99,14 @@ struct Config {
   static_assert(Scores::kPlaneBytes % 16 == 0, "what follows the planes stays aligned");
 
   // Shared memory: [stage area | scores | row scales | row exponents, sums, finiteness | live
-  // bits | bad-key bits | live count | largest key magnitude | slack]. The slack (16 bytes, never
-  // written or used) is for nvcc's 16-byte reads of the live bits' tail: compute-sanitizer
-  // memcheck reported them as out of bounds on the H200 (2026-11-30).
+  // bits | live count | slack]. The slack (16 bytes, never written or used) is for nvcc's
+  // 16-byte reads of the live bits' tail, up to 12 bytes past the live count:
+  // compute-sanitizer memcheck reported them as out of bounds on the H200 (2026-11-30).
   static constexpr int kSlackWords = 4;
   __host__ __device__ static std::size_t bytes(int nk) {
     const auto pitch = static_cast<std::size_t>(score_pitch(nk));
     const auto width = static_cast<std::size_t>(score_width(nk));
-    return 4 * (static_cast<std::size_t>(kAreaFloats) + kRows * pitch + 4 * kRows + 2 * (width / 32) + 2 +
-                kSlackWords);
+    return 4 * (static_cast<std::size_t>(kAreaFloats) + kRows * pitch + 4 * kRows + width / 32 + 1 + kSlackWords);
   }
 };
 
@@ -177,7 +176,7 @@ __device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int wid
 template <int kN>
 __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n_live, int first_row,
                             int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale,
-                            const int* row_exponent, int key_exponent) {
+                            const int* row_exponent) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int pitch = p.score_pitch, width = p.score_width;
   const int take = min(p.topk, n_live);
@@ -279,9 +278,9 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
     }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) top = fmaxf(top, __shfl_xor_sync(kAll, top, offset));
-    // The scores' values are the ranked floats times 2^(exponents − 2 kScoreBits); the top
+    // The scores' values are the ranked floats times the row's 2^(E_q − kScoreBits); the top
     // score's weight is 1 even where that factor overflows.
-    const float factor = ldexpf(p.scale_log2, row_exponent[first_row + r] + key_exponent - 2 * detail::kScoreBits);
+    const float factor = ldexpf(p.scale_log2, row_exponent[first_row + r] - detail::kScoreBits);
     const auto weight = [&](std::uint32_t key, bool live) {
       const float below_top = score_of(key) - top;
       return live ? (below_top == 0.0f ? 1.0f : ptx::exp2_fast(below_top * factor)) : 0.0f;
@@ -312,10 +311,9 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   float* const row_scale = scores + kRows * p.score_pitch;
   int* const row_meta = reinterpret_cast<int*>(row_scale + kRows);  // exponents, sums, finiteness
   std::uint32_t* const live_bits = reinterpret_cast<std::uint32_t*>(row_meta + 3 * kRows);
-  std::uint32_t* const key_bad = live_bits + p.score_width / 32;
-  int* const live_count = reinterpret_cast<int*>(key_bad + p.score_width / 32);
+  int* const live_count = reinterpret_cast<int*>(live_bits + p.score_width / 32);
   const typename C::Scores step1{reinterpret_cast<std::uint8_t*>(area), row_meta, row_meta + kRows,
-                                 row_meta + 2 * kRows, key_bad, reinterpret_cast<std::uint32_t*>(live_count + 1)};
+                                 row_meta + 2 * kRows};
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
@@ -329,8 +327,7 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   const float* v_mean = p.v_mean + kv_offset;
 
   // Live blocks (variable_block_sizes > 0) as bits up to the width, and their number.
-  if (tid == 0) *live_count = 0, *step1.key_largest = 0;
-  for (int word = tid; word < p.score_width / 32; word += kThreads) key_bad[word] = 0;
+  if (tid == 0) *live_count = 0;
   __syncthreads();
   for (int word = warp; word < p.score_width / 32; word += kWarps) {
     const int j = 32 * word + lane;
@@ -345,7 +342,6 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   }
 
   // ---- 1. scores, as order keys -----------------------------------------------------------------
-  coarse::scan_keys<kHeadDim, kRows>(k_mean, p.nk, step1);
   coarse::quantize_rows<kHeadDim, kRows>(q_rows, valid_rows, step1);
   __syncthreads();
   auto* const keys = reinterpret_cast<std::uint32_t*>(scores);
@@ -367,8 +363,7 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   // ---- 2. selection and softmax weights ------------------------------------------------------
   constexpr int kWarpRows = kRows / kWarps;
   select_rows<kWarpRows>(scores, live_bits, *live_count, warp * kWarpRows, valid_rows, p,
-                         bh * p.nq + first_row + warp * kWarpRows, row_scale, step1.row_exponent,
-                         detail::magnitude_exponent(*step1.key_largest));
+                         bh * p.nq + first_row + warp * kWarpRows, row_scale, step1.row_exponent);
 
   // ---- 3. coarse output, Oᵀ = Vᵀ·Pᵀ -----------------------------------------------------------
   const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
