@@ -120,22 +120,45 @@ VSA_HOST_DEVICE inline std::int32_t quantize_mean(float x, int exponent) {
   return bits >> 31 ? -q : q;
 }
 
+// RN(a · b), subnormal results kept: the CUDA build's --use_fast_math would
+// flush them in a plain product.
+VSA_HOST_DEVICE inline float multiply_keep_subnormals(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  float d;
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+#else
+  return a * b;
+#endif
+}
+
+// 2^(key_exponent − kScoreBits), in [2^−170, 2^106], as two normal factors:
+// the first takes the rounded sum (an integer, 0 or at least 1 in magnitude)
+// at most down to 2^−126, so that product is exact (or overflows), and the
+// second, a power of two in [2^−44, 1], rounds once into the subnormals.
+struct RankScale {
+  float first, second;
+};
+VSA_HOST_DEVICE inline RankScale rank_scale(int key_exponent) {
+  const int shift = key_exponent - kScoreBits, first = shift < -126 ? -126 : shift;
+  return {float_of_bits(static_cast<std::uint32_t>(first + 127) << 23),
+          float_of_bits(static_cast<std::uint32_t>(shift - first + 127) << 23)};
+}
+
 // What a row ranks key j by: the exact sum Σ Q_q,d Q_k,d rounded to float32, then
 // times 2^(key_exponent − kScoreBits) (exact where the result is a normal float;
-// rounded to nearest once more where it is subnormal; inf past the range).
-VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, int key_exponent) {
+// rounded to nearest once more where it is subnormal; inf past the range). Two
+// multiplications, no branches: the GPU computes every score this way.
+VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, RankScale scale) {
 #if defined(__CUDA_ARCH__)
   const float rounded = __ll2float_rn(sum);
 #else
   const float rounded = static_cast<float>(sum);  // round to nearest, the default mode
 #endif
-  const std::uint32_t bits = float_bits(rounded), sign = bits & 0x80000000u, mag = bits & 0x7fffffffu;
-  if (mag == 0) return rounded;
-  // rounded is an integer, so a normal float: field >= 127.
-  const int field = static_cast<int>(mag >> 23) + key_exponent - kScoreBits;
-  if (field >= 255) return float_of_bits(sign | kInfBits);
-  if (field >= 1) return float_of_bits(sign | (static_cast<std::uint32_t>(field) << 23) | (mag & 0x7fffffu));
-  return float_of_bits(sign | shift_right_rounded((mag & 0x7fffffu) | 0x800000u, 1 - field));
+  return multiply_keep_subnormals(multiply_keep_subnormals(rounded, scale.first), scale.second);
+}
+VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, int key_exponent) {
+  return score_rank(sum, rank_scale(key_exponent));
 }
 
 // One element of the gate combine: fine + coarse · gate with one rounding (an

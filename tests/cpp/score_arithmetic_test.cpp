@@ -97,6 +97,21 @@ TEST(ScoreArithmetic, RankIsTheExactSumRoundedThenScaled) {
     const float got = detail::score_rank(sum, e);
     ASSERT_EQ(detail::float_bits(got), detail::float_bits(want)) << static_cast<long long>(sum) << " at " << e;
   }
+  // Small sums at the lowest exponents: results in the subnormals, where the second
+  // factor rounds (ties to even included: an odd sum times 2^−150 at e = −129).
+  std::uniform_int_distribution<std::int64_t> small(-(std::int64_t{1} << 26), std::int64_t{1} << 26);
+  std::uniform_int_distribution<int> low_exponent(-149, -95);
+  for (int i = 0; i < 200000; ++i) {
+    const std::int64_t sum = i % 4 ? small(rng) : small(rng) % 64;
+    const int e = low_exponent(rng);
+    const float want = static_cast<float>(
+        std::ldexp(static_cast<double>(static_cast<float>(sum)), e - detail::kScoreBits));
+    ASSERT_EQ(detail::float_bits(detail::score_rank(sum, e)), detail::float_bits(want))
+        << static_cast<long long>(sum) << " at " << e;
+  }
+  EXPECT_EQ(detail::float_bits(detail::score_rank(3, -129)), 2u);   // 1.5 ulps: to even, 2
+  EXPECT_EQ(detail::float_bits(detail::score_rank(1, -129)), 0u);   // 0.5 ulp: to even, 0
+  EXPECT_EQ(detail::float_bits(detail::score_rank(-5, -129)), 0x80000002u);  // -2.5 ulps: -2
   EXPECT_EQ(detail::score_rank(0, 5), 0.0f);
   EXPECT_TRUE(std::isinf(detail::score_rank(std::int64_t{1} << 50, 127)));
 }

@@ -190,6 +190,15 @@ __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const s
       key_exponent[h] = detail::magnitude_exponent(largest);
       key_finite[h] = finite;
     }
+    // What every output of key h needs, once per tile: its rank scale, and whether it is live.
+    detail::RankScale rank_scale[2];
+    bool key_live[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rank_scale[h] = detail::rank_scale(key_exponent[h]);
+      const int key = tile * 16 + g + 8 * h;
+      key_live[h] = key < nk && ((live_bits[key >> 5] >> (key & 31)) & 1u);
+    }
     // A fragments of every k32 step, per piece: a0 (g, 4t..), a1 (g + 8, 4t..), a2 (g, 16 + 4t..), a3.
     std::uint32_t a[kChunks][kPieces][4];
 #pragma unroll
@@ -237,9 +246,9 @@ __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const s
           std::int64_t sum = -static_cast<std::int64_t>(s.row_sum[row]) * (std::int64_t{1} << 22);
 #pragma unroll
           for (int k = 0; k < kGroups; ++k) sum += static_cast<std::int64_t>(acc[n][k][e]) * (std::int64_t{1} << (8 * k));
-          const bool live = key < nk && ((live_bits[key >> 5] >> (key & 31)) & 1u) && row < valid_rows;
-          keys[row * pitch + key] = !live                                ? 0u
-                                    : s.row_finite[row] && key_finite[h] ? detail::score_key(detail::score_rank(sum, key_exponent[h]))
+          const std::uint32_t key_bits = detail::score_key(detail::score_rank(sum, rank_scale[h]));
+          keys[row * pitch + key] = !(key_live[h] && row < valid_rows)    ? 0u
+                                    : s.row_finite[row] && key_finite[h] ? key_bits
                                                                          : kNanKey;
         }
     }
