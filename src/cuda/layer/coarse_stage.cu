@@ -22,8 +22,9 @@
 //              16-column tiles × all rows and 8 keys of each value tile; the
 //              partial sums of the two key warps are added at the end.
 //
-// Stages (3, cp.async) stream the value tiles of step 3 through one shared
-// area, which holds the query rows' quantized bytes during step 1.
+// Stages (3, cp.async) stream each warp's slices of step 3's value tiles
+// through a ring of its own, in one shared area that holds the query rows'
+// quantized bytes during step 1.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -88,13 +89,16 @@ struct Config {
   static constexpr int kPvDimWarps = kWarps / kPvKeyWarps;
   static constexpr int kPvDimTiles = kHeadDim / 16 / kPvDimWarps;
   static constexpr int kValueKeys = 8 * kPvKeyWarps;
-  static constexpr int kValuePitch = kHeadDim + 8;  // keys t and t + 4 of a fragment 32 banks apart: 8t + g
-  static constexpr int kValueStage = kValueKeys * kValuePitch;
+  // A warp's slice of a value tile (its 8 keys × its kPvDimTiles · 16 columns), in a ring of
+  // its own: no other warp reads it, so step 3 needs no CTA-wide barrier per tile. The pitch
+  // (≡ 8 or 24 mod 32) puts keys t and t + 4 of a fragment read in different banks: 8t + g.
+  static constexpr int kSliceCols = kPvDimTiles * 16;
+  static constexpr int kSlicePitch = kSliceCols + 8;
+  static constexpr int kSliceFloats = 8 * kSlicePitch;
   static constexpr int kPartialPitch = kHeadDim + 4;
   static constexpr int kPartials = (kPvKeyWarps - 1) * kRows * kPartialPitch;  // step 3's partial sums
-  static constexpr int kStageFloats = kValueStage;
   static constexpr int kPlaneFloats = Scores::kPlaneBytes / 4;  // step 1's query bytes
-  static constexpr int kAreaFloats = std::max({kStages * kStageFloats, kPartials, kPlaneFloats});
+  static constexpr int kAreaFloats = std::max({kWarps * kStages * kSliceFloats, kPartials, kPlaneFloats});
   static_assert(kPvDimTiles >= 1 && kWidthKeys % kValueKeys == 0, "value tiles end inside the score width");
   static_assert(Scores::kPlaneBytes % 16 == 0, "what follows the planes stays aligned");
 
@@ -117,33 +121,26 @@ __device__ __forceinline__ void write_list_entry(void* p, bool is_64, std::int64
     static_cast<int*>(p)[i] = value;
 }
 
-// The 4 live bits of blocks j .. j + 3 (j a multiple of 4) in bits 0..3.
-__device__ __forceinline__ unsigned live_nibble(const std::uint32_t* live_bits, int j) {
-  return (live_bits[j >> 5] >> (j & 31)) & 0xfu;
-}
-
 // cp.async copy loops with a trip count fixed at compile time: they unroll
 // and each cp.async gets its own address registers (in a rolled loop the next
 // piece's address overwrote registers an in-flight cp.async still held; ncu
 // put ~6 % of the kernel's stall samples on that wait,
 // bench/results/2026-12-01-h200-ce77c36).
-template <int kPieces>
-__host__ __device__ constexpr int pieces_per_thread() {
-  static_assert(kPieces % kThreads == 0 || kPieces < kThreads, "whole rounds, or one partial round");
-  return (kPieces + kThreads - 1) / kThreads;
-}
-
-// Value tile `tile`: kValueKeys rows of all kHeadDim columns, kValuePitch
-// apart (rows past nk repeat the last one; their weights are 0).
+// The calling warp's slice of value tile `tile` into `slice`: keys tile · kValueKeys +
+// 8 · key_warp + (0 .. 7), columns first_col + (0 .. kSliceCols − 1), kSlicePitch apart
+// (keys past nk repeat the last one; their weights are 0).
 template <int kHeadDim, class C>
-__device__ void load_value_tile(float* stage, const float* v_mean, int tile, int nk) {
-  constexpr int kChunks = kHeadDim / 4;
+__device__ void load_value_slice(float* slice, const float* v_mean, int tile, int key_warp, int first_col, int nk) {
+  constexpr int kChunks = C::kSliceCols / 4;  // 16-byte pieces per key
+  const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-  for (int i = 0; i < pieces_per_thread<C::kValueKeys * kChunks>(); ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+  for (int i = 0; i < (8 * kChunks + 31) / 32; ++i) {
+    const int c = lane + 32 * i;
+    if (8 * kChunks % 32 != 0 && c >= 8 * kChunks) break;
     const int key = c / kChunks, col = 4 * (c % kChunks);
-    ptx::cp_async_16(ptx::smem_addr(stage + key * C::kValuePitch + col),
-                     v_mean + static_cast<std::int64_t>(min(tile * C::kValueKeys + key, nk - 1)) * kHeadDim + col);
+    const int source_key = min(tile * C::kValueKeys + 8 * key_warp + key, nk - 1);
+    ptx::cp_async_16(ptx::smem_addr(slice + key * C::kSlicePitch + col),
+                     v_mean + static_cast<std::int64_t>(source_key) * kHeadDim + first_col + col);
   }
 }
 
@@ -174,7 +171,7 @@ __device__ __forceinline__ int count_at_least(const std::uint32_t* keys, int wid
 // unnormalized softmax weights in place (0 for dead blocks and padding);
 // row_scale gets 1 / their sum (0 for a row with no live block).
 template <int kN>
-__device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n_live, int first_row,
+__device__ void select_rows(float* scores, int n_live, int first_row,
                             int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale,
                             const int* row_exponent) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -227,27 +224,51 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
       }
   }
 
-  // Ascending ids: live blocks above the threshold, and the first
-  // ties_wanted live blocks equal to it.
+  // Ascending ids: live blocks above the threshold, and the first ties_wanted live blocks
+  // equal to it. Live blocks hold keys >= 1 (step 1 stores no key 0 but for dead blocks and
+  // padding), so the keys alone tell them apart; a threshold of 0 (every live block taken)
+  // has no ties. Each 128-key range is read as four runs of 32 keys, a key per lane, so a
+  // ballot per run gives every pick its place. The same pass finds each row's largest score
+  // other than NaN, as its key plus kKeyLift: NaN's key (the largest) wraps to 0, every other
+  // key keeps its order.
+  constexpr std::uint32_t kKeyLift = 0u - coarse::kNanKey;
+  constexpr std::uint32_t kMinusInfKey = 0x007fffffu;  // detail::score_key(-inf)
   const unsigned lower_lanes = (1u << lane) - 1u;
+  std::uint32_t lifted_top[kN];
   int written[kN] = {}, ties_seen[kN] = {};
-  for (int j0 = 0; j0 < p.nk; j0 += 32) {
-    const int j = j0 + lane;
-    const bool live = (live_bits[j0 >> 5] >> lane) & 1u;  // 0 past nk
+#pragma unroll
+  for (int r = 0; r < kN; ++r) lifted_top[r] = kMinusInfKey + kKeyLift;
+  for (int j0 = 0; j0 < width; j0 += 4 * 32) {
 #pragma unroll
     for (int r = 0; r < kN; ++r) {
       if (!active[r]) continue;
-      const std::uint32_t key = reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch)[j];
-      const bool tie = live && key == threshold[r];
-      const unsigned ties = __ballot_sync(kAll, tie);
-      const bool chosen =
-          (live && key > threshold[r]) || (tie && ties_seen[r] + __popc(ties & lower_lanes) < ties_wanted[r]);
-      const unsigned picked = __ballot_sync(kAll, chosen);
-      if (chosen)
-        write_list_entry(p.q2k_idx, p.lists_are_64,
-                         (first_list_row + r) * p.topk + written[r] + __popc(picked & lower_lanes), j);
-      written[r] += __popc(picked);
-      ties_seen[r] += __popc(ties);
+      const auto* row_keys = reinterpret_cast<const std::uint32_t*>(scores + (first_row + r) * pitch) + j0 + lane;
+      std::uint32_t key[4];
+      bool pick[4], any_tie = false;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        key[e] = row_keys[32 * e];
+        pick[e] = key[e] > threshold[r];
+        any_tie |= key[e] == threshold[r] && threshold[r] != 0u;
+        lifted_top[r] = max(lifted_top[r], key[e] + kKeyLift);
+      }
+      if (__any_sync(kAll, any_tie)) {  // ties at the threshold, taken in id order up to ties_wanted
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool tie = key[e] == threshold[r] && threshold[r] != 0u;
+          const unsigned ties = __ballot_sync(kAll, tie);
+          pick[e] |= tie && ties_seen[r] + __popc(ties & lower_lanes) < ties_wanted[r];
+          ties_seen[r] += __popc(ties);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const unsigned picked = __ballot_sync(kAll, pick[e]);
+        if (pick[e])
+          write_list_entry(p.q2k_idx, p.lists_are_64,
+                           (first_list_row + r) * p.topk + written[r] + __popc(picked & lower_lanes), j0 + 32 * e + lane);
+        written[r] += __popc(picked);
+      }
     }
   }
 #pragma unroll
@@ -267,30 +288,18 @@ __device__ void select_rows(float* scores, const std::uint32_t* live_bits, int n
   for (int r = 0; r < kN; ++r) {
     if (!active[r]) continue;
     float* row = scores + (first_row + r) * pitch;
-    float top = -INFINITY;
-    for (int j = 4 * lane; j < width; j += 4 * 32) {
-      const uint4 k = *reinterpret_cast<const uint4*>(row + j);
-      const unsigned live = live_nibble(live_bits, j);
-      if (live & 1u) top = fmaxf(top, score_of(k.x));
-      if (live & 2u) top = fmaxf(top, score_of(k.y));
-      if (live & 4u) top = fmaxf(top, score_of(k.z));
-      if (live & 8u) top = fmaxf(top, score_of(k.w));
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) top = fmaxf(top, __shfl_xor_sync(kAll, top, offset));
+    const float top = score_of(__reduce_max_sync(kAll, lifted_top[r]) - kKeyLift);
     // The scores' values are the ranked floats times the row's 2^(E_q − kScoreBits); the top
     // score's weight is 1 even where that factor overflows.
     const float factor = ldexpf(p.scale_log2, row_exponent[first_row + r] - detail::kScoreBits);
-    const auto weight = [&](std::uint32_t key, bool live) {
+    const auto weight = [&](std::uint32_t key) {  // 0 for dead blocks and padding (key 0)
       const float below_top = score_of(key) - top;
-      return live ? (below_top == 0.0f ? 1.0f : ptx::exp2_fast(below_top * factor)) : 0.0f;
+      return key != 0u ? (below_top == 0.0f ? 1.0f : ptx::exp2_fast(below_top * factor)) : 0.0f;
     };
     float total = 0.0f;
     for (int j = 4 * lane; j < width; j += 4 * 32) {
       const uint4 k = *reinterpret_cast<const uint4*>(row + j);
-      const unsigned live = live_nibble(live_bits, j);
-      const float4 w = make_float4(weight(k.x, live & 1u), weight(k.y, live & 2u), weight(k.z, live & 4u),
-                                   weight(k.w, live & 8u));
+      const float4 w = make_float4(weight(k.x), weight(k.y), weight(k.z), weight(k.w));
       *reinterpret_cast<float4*>(row + j) = w;
       total += (w.x + w.y) + (w.z + w.w);
     }
@@ -351,23 +360,27 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   for (int i = tid; i < kRows * padding; i += kThreads) keys[i / padding * p.score_pitch + tiled + i % padding] = 0u;
   __syncthreads();  // every score written, the query bytes in the area read
 
-  // The first value tiles load while the rows are selected.
+  // ---- 3's operands: each warp's first value slices load while the rows are selected.
+  const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
+  const int dim_warp = warp % C::kPvDimWarps, pv_key_warp = warp / C::kPvDimWarps;
   const int value_tiles = (p.nk + C::kValueKeys - 1) / C::kValueKeys;
-  const auto load_tile = [&](int tile) {
-    if (tile < value_tiles) load_value_tile<kHeadDim, C>(area + tile % kStages * C::kStageFloats, v_mean, tile, p.nk);
+  float* const ring = area + warp * kStages * C::kSliceFloats;
+  const auto load_slice = [&](int tile) {
+    if (tile < value_tiles)
+      load_value_slice<kHeadDim, C>(ring + tile % kStages * C::kSliceFloats, v_mean, tile, pv_key_warp,
+                                    dim_warp * C::kSliceCols, p.nk);
     ptx::cp_async_commit();
   };
 #pragma unroll
-  for (int t = 0; t < kStages - 1; ++t) load_tile(t);
+  for (int tile = 0; tile < kStages - 1; ++tile) load_slice(tile);
 
   // ---- 2. selection and softmax weights ------------------------------------------------------
   constexpr int kWarpRows = kRows / kWarps;
-  select_rows<kWarpRows>(scores, live_bits, *live_count, warp * kWarpRows, valid_rows, p,
+  select_rows<kWarpRows>(scores, *live_count, warp * kWarpRows, valid_rows, p,
                          bh * p.nq + first_row + warp * kWarpRows, row_scale, step1.row_exponent);
+  __syncthreads();  // every row's weights, before any warp reads them
 
   // ---- 3. coarse output, Oᵀ = Vᵀ·Pᵀ -----------------------------------------------------------
-  const int g = lane / 4, t = lane % 4;  // the lane's row and column in the mma fragments
-  const int dim_warp = warp % C::kPvDimWarps, pv_key_warp = warp / C::kPvDimWarps;
   // The tensor cores' float32 accumulation truncates (its error grows with the number of
   // mma steps, biased: 1.6e-5 relative with 2,000 keys per warp), so each chunk of
   // kFoldTiles value tiles accumulates apart and is added to `out` in IEEE float32.
@@ -375,11 +388,11 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   float out[C::kPvDimTiles][kRowGroups][4] = {}, chunk[C::kPvDimTiles][kRowGroups][4] = {};
   for (int tile = 0; tile < value_tiles; ++tile) {
     ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();  // also orders step 2's weights before the first read
-    load_tile(tile + kStages - 1);
+    __syncwarp();  // the slice's pieces from every lane; the stage refilled next was read a tile ago
+    load_slice(tile + kStages - 1);
     const int first_key = tile * C::kValueKeys + 8 * pv_key_warp;
     if (first_key < p.nk) {
-      const float* values = area + tile % kStages * C::kStageFloats + 8 * pv_key_warp * C::kValuePitch;
+      const float* slice = ring + tile % kStages * C::kSliceFloats;
       tf32x3::FragB b[kRowGroups];  // Pᵀ: keys t and t + 4, row g
 #pragma unroll
       for (int n = 0; n < kRowGroups; ++n) {
@@ -388,9 +401,9 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
       }
 #pragma unroll
       for (int m = 0; m < C::kPvDimTiles; ++m) {
-        const float* v = values + t * C::kValuePitch + (dim_warp * C::kPvDimTiles + m) * 16 + g;  // Vᵀ: column g, key t
-        const tf32x3::FragA a = {{tf32x3::split(v[0]), tf32x3::split(v[8]), tf32x3::split(v[4 * C::kValuePitch]),
-                                  tf32x3::split(v[4 * C::kValuePitch + 8])}};
+        const float* v = slice + t * C::kSlicePitch + m * 16 + g;  // Vᵀ: column g, key t
+        const tf32x3::FragA a = {{tf32x3::split(v[0]), tf32x3::split(v[8]), tf32x3::split(v[4 * C::kSlicePitch]),
+                                  tf32x3::split(v[4 * C::kSlicePitch + 8])}};
 #pragma unroll
         for (int n = 0; n < kRowGroups; ++n) tf32x3::mma3(chunk[m][n], a, b[n]);
       }
