@@ -62,7 +62,8 @@ __global__ void dq_finish_kernel(const RowPassParams p) {
   if (quad >= static_cast<std::int64_t>(p.batch) * p.heads * p.seq_q / kTileRows * kTileQuads) return;
   const std::int64_t tile = quad / kTileQuads;
   const int index = static_cast<int>(quad % kTileQuads);
-  const DqQuadPosition at = dq_quad_position(index / 128, index % 128);
+  const DqQuad quad_at = dq_quad_at<kHeadDim>(index);
+  const DqQuadPosition at = dq_quad_position(quad_at.column_group, quad_at.thread);
   const float4 v = *reinterpret_cast<const float4*>(p.dq_accum + 4 * quad);
   Elem* dst = static_cast<Elem*>(p.dq) + row_offset(p.dq_stride, tile * kTileRows + at.row, p.heads, p.seq_q) +
               at.column;

@@ -91,7 +91,7 @@ class BwdConsumer {
     for (int m = 0; m < kTileRows / 16; ++m)
 #pragma unroll
       for (int t = 0; t < kColTiles; ++t)
-        ptx::red_add_f32x4(dq_tile + dq_quad_offset(first_group + t, 32 * m + lane_), acc[m][t][0], acc[m][t][1],
+        ptx::red_add_f32x4(dq_tile + dq_quad_offset<kHeadDim>(first_group + t, 32 * m + lane_), acc[m][t][0], acc[m][t][1],
                            acc[m][t][2], acc[m][t][3]);
   }
 

@@ -92,9 +92,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
   const int stages = add_dq ? 1 : 2;
   const std::uint32_t sdq = stage_of(1).q;  // the dQ tile, with one stage
-  constexpr std::uint32_t kDqBytes = kDqTileFloats<kHeadDim> * sizeof(float);
   const bool bulk_thread = threadIdx.x == 0;  // issues and waits for the dQ tiles' reductions
   float* pending_dq = nullptr;                // the accumulator tile of the dQ tile staged last
+  std::uint32_t pending_bytes = 0;            // its real rows' runs (padding rows are not added)
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_proxy_async();      // ... visible to wgmma and the TMA unit ...
     __syncthreads();          // ... for every thread; every product of the last pair is done
     if (pending_dq != nullptr && bulk_thread) {
-      bulk_reduce_add_f32(pending_dq, sdq, kDqBytes);
+      bulk_reduce_add_f32(pending_dq, sdq, pending_bytes);
       bulk_commit();
     }
     BwdPair next{};
@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_registers(s_flat);
     fence_registers(dp_flat);
 
-    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane, sched.real_rows(pair));
+    const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
+    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane, real_rows);
     if (add_dq) sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
     std::uint32_t pa[kSteps][4], dsa[kSteps][4];
     pack_a<Elem>(s, pa);
@@ -180,9 +181,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       __syncthreads();  // ... for every thread
 #pragma unroll
       for (int t = 0; t < kHeadDim / 8; ++t)
-        ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset(t, static_cast<int>(threadIdx.x)), dq[4 * t],
+        ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset<kHeadDim>(t, static_cast<int>(threadIdx.x)), dq[4 * t],
                              dq[4 * t + 1], dq[4 * t + 2], dq[4 * t + 3]);
-      pending_dq = pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum;  // reduced once the next pair starts
+      // Reduced once the next pair starts; a tile of padding rows only (none in a real layer) is not.
+      pending_bytes = dq_rows_floats<kHeadDim>(real_rows) * sizeof(float);
+      pending_dq = pending_bytes > 0 ? pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum : nullptr;
     }
 
     pair = next;
@@ -192,7 +195,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     fence_proxy_async();
     __syncthreads();
     if (bulk_thread) {
-      bulk_reduce_add_f32(pending_dq, sdq, kDqBytes);
+      bulk_reduce_add_f32(pending_dq, sdq, pending_bytes);
       bulk_commit();
       bulk_wait_all();
     }
