@@ -121,22 +121,21 @@ __device__ __forceinline__ void write_list_entry(void* p, bool is_64, std::int64
     static_cast<int*>(p)[i] = value;
 }
 
-// cp.async copy loops with a trip count fixed at compile time: they unroll
-// and each cp.async gets its own address registers (in a rolled loop the next
-// piece's address overwrote registers an in-flight cp.async still held; ncu
-// put ~6 % of the kernel's stall samples on that wait,
-// bench/results/2026-12-01-h200-ce77c36).
 // The calling warp's slice of value tile `tile` into `slice`: keys tile · kValueKeys +
 // 8 · key_warp + (0 .. 7), columns first_col + (0 .. kSliceCols − 1), kSlicePitch apart
-// (keys past nk repeat the last one; their weights are 0).
+// (keys past nk repeat the last one; their weights are 0). The copy loop's trip count is
+// fixed at compile time, so it unrolls and each cp.async gets its own address registers (in
+// a rolled loop the next piece's address overwrote registers an in-flight cp.async still
+// held; ncu put ~6 % of the kernel's stall samples on that wait,
+// bench/results/2026-12-01-h200-ce77c36).
 template <int kHeadDim, class C>
 __device__ void load_value_slice(float* slice, const float* v_mean, int tile, int key_warp, int first_col, int nk) {
   constexpr int kChunks = C::kSliceCols / 4;  // 16-byte pieces per key
+  static_assert(8 * kChunks % 32 == 0, "whole rounds of the warp's lanes");
   const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-  for (int i = 0; i < (8 * kChunks + 31) / 32; ++i) {
+  for (int i = 0; i < 8 * kChunks / 32; ++i) {
     const int c = lane + 32 * i;
-    if (8 * kChunks % 32 != 0 && c >= 8 * kChunks) break;
     const int key = c / kChunks, col = 4 * (c % kChunks);
     const int source_key = min(tile * C::kValueKeys + 8 * key_warp + key, nk - 1);
     ptx::cp_async_16(ptx::smem_addr(slice + key * C::kSlicePitch + col),
