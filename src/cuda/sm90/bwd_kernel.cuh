@@ -197,9 +197,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     if (bulk_thread) {
       bulk_reduce_add_f32(pending_dq, sdq, pending_bytes);
       bulk_commit();
-      bulk_wait_all();
     }
   }
+  // Every reduction done before the CTA leaves (also when the last pair's tile, all padding
+  // rows, was not reduced while an earlier one may still be in flight).
+  if (bulk_thread) bulk_wait_all();
   // The last pair (n - 1) issued no copy, and every warp is done with the
   // stage n % stages (two stages: the other one, free since the barrier at
   // that pair's start; one: its products are done); each warp stages only
