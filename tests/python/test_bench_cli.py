@@ -121,6 +121,8 @@ def test_cpu_layer_run_end_to_end(tmp_path, capsys):
         assert r["topk"] == 12 and r["valid_tokens"] == 9 * 14 * 20
     assert rows["vsa"]["fwd_per_fine"] == pytest.approx(rows["vsa"]["fwd_ms"] /
                                                         rows["vsa-fine"]["fwd_ms"])
+    assert rows["vsa"]["fwd_per_fine_alternating"] > 0 and rows["vsa-fine"]["fwd_per_fine_alternating"] is None
+    assert "the same, the two timed alternately:" in captured.out
     assert rows["vsa"]["stage_ms"]["fine"] > 0 and rows["vsa"]["stage_kernels"]
     assert rows["fastvideo-tk"]["fwd_ms"] is None and rows["fastvideo-tk"]["note"] == "CUDA only"
     # Eager FlexAttention runs the torch layer's forward on the CPU (it has no CPU backward).

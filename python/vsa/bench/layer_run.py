@@ -13,23 +13,24 @@ from .inputs import case_inputs, zero_pad_tokens
 from .layer_peers import FINE_KERNEL, LAYER_PEERS
 from .layer_reference import reference_layer, reference_layer_blocks
 from .layer_report import LayerResult
-from .measure import add_note, log, progress, reason, timed_forward, training_calls
-from .problem import LayerProblem
+from .measure import add_note, forward_calls, log, progress, reason, timed_forward, training_calls
+from .problem import LayerProblem, Runner
 from .reference import reference_blocks, relative_error, sample_query_blocks
 from .stages import profile_stages
-from .timing import median_ms
+from .timing import alternating_medians_ms, median_ms
 
 PROFILED = "vsa"  # the backend whose forward is split by stage
 
 
 def _measure(result: LayerResult, make, problem: LayerProblem, input_sets, check, args,
-             device: torch.device) -> LayerResult:
+             device: torch.device) -> Runner | None:
     """Fill result's times, error and (for vsa) stages; a peer that cannot run leaves n/a and a
-    note, a later step that fails leaves what was measured and says which step failed."""
+    note, a later step that fails leaves what was measured and says which step failed. The
+    runner, None when the peer cannot run."""
     timing = dict(warmup=args.warmup, iters=args.iters, device=device)
     runner = timed_forward(result, make, problem, input_sets, check, timing)
     if runner is None:
-        return result
+        return None
     if result.backend == PROFILED:
         try:
             with torch.no_grad():
@@ -43,7 +44,21 @@ def _measure(result: LayerResult, make, problem: LayerProblem, input_sets, check
             result.fwdbwd_ms = median_ms(training_calls(runner, input_sets), **timing)
         except Exception as e:
             add_note(result, "backward: " + reason(e))
-    return result
+    return runner
+
+
+def _time_layer_against_fine(ours: LayerResult, layer: Runner, fine: Runner, input_sets, args,
+                             device: torch.device) -> None:
+    """The layer's forward over the fine kernel's, the two timed alternately (the goal's ratio,
+    without the drift between two measurements taken one after the other)."""
+    try:
+        with torch.no_grad():
+            layer_ms, fine_ms = alternating_medians_ms(
+                [forward_calls(layer, input_sets), forward_calls(fine, input_sets)],
+                warmup=args.warmup, iters=args.iters, device=device)
+        ours.fwd_per_fine_alternating = layer_ms / fine_ms
+    except Exception as e:
+        add_note(ours, "alternating: " + reason(e))
 
 
 def run_layer_case(case: Case, keeps: list[float] | None, args,
@@ -68,6 +83,7 @@ def run_layer_case(case: Case, keeps: list[float] | None, args,
             "layer": reference_layer_blocks(*input_sets[0], vbs, ref, samples),
             "fine": reference_blocks(*input_sets[0], ref.q2k_idx, ref.q2k_num, vbs, samples)}
         log(f"[{case.name} layer] topk {topk} ({topk / case.num_blocks:.1%} kept)")
+        runners = {}  # vsa's layer and its fine kernel, timed against each other at the end
         for name in (n for n in LAYER_PEERS if n in args.backends):
             # On the real rows: vsa's layer computes no fine attention for a pad token (its
             # output there is the coarse part alone), and the model drops those rows.
@@ -75,9 +91,14 @@ def run_layer_case(case: Case, keeps: list[float] | None, args,
                 relative_error, samples=samples, real_rows=vbs,
                 reference=expected["fine" if name == FINE_KERNEL else "layer"]) \
                 if samples else None
-            result = _measure(row(backend=name, topk=topk, keep=topk / case.num_blocks),
-                              LAYER_PEERS[name], problem, input_sets, check, args, device)
+            result = row(backend=name, topk=topk, keep=topk / case.num_blocks)
+            runner = _measure(result, LAYER_PEERS[name], problem, input_sets, check, args, device)
+            if name in (PROFILED, FINE_KERNEL) and runner is not None:
+                runners[name] = (result, runner)
             progress(result)
             results.append(result)
-        del ref, problem, expected
+        if PROFILED in runners and FINE_KERNEL in runners:
+            (ours, layer), (_, fine) = runners[PROFILED], runners[FINE_KERNEL]
+            _time_layer_against_fine(ours, layer, fine, input_sets, args, device)
+        del ref, problem, expected, runners
     return results
