@@ -2,6 +2,8 @@
 several videos packed in one sequence must give, forward and backward, what
 each video gives alone, and that must match the float64 reference."""
 
+import functools
+
 import pytest
 import torch
 
@@ -46,6 +48,16 @@ def alone_then_joined(videos, douts, fn, device):
     return [torch.cat([part[n] for part in parts], dim=axis) for n in range(4)]
 
 
+def gradient_error(actual, expected, incoming) -> float:
+    """rel_error, except against a reference gradient that is zero by cancellation (every row
+    that attends anything has one valid key, which takes all the weight: dS = 0 exactly): then
+    the error is measured against the incoming gradient's norm, as float32 leaves ~1e-7 of the
+    terms that cancel."""
+    if expected.double().norm() <= 1e-6 * incoming.double().norm():
+        return float((actual.double() - expected.double()).norm() / incoming.double().norm())
+    return rel_error(actual, expected)
+
+
 def check_varlen(videos, device, tol):
     q, k, v, idx, num, vbs, cu_q, cu_kv = packed(videos, device)
     layout = videos[0].layout
@@ -57,10 +69,12 @@ def check_varlen(videos, device, tol):
         q_, k_, v_, p.q2k_idx.to(device), p.q2k_num.to(device), p.vbs.to(device), layout=layout)[0], device)
     exact = alone_then_joined(videos, douts, lambda q_, k_, v_, p: reference_attention(
         q_.double(), k_.double(), v_.double(), *p.lists, layout=layout)[0], "cpu")
+    incoming = torch.cat(douts, dim=seq_axis(layout))
     for name, g, a, x in zip(("out", "dq", "dk", "dv"), got, alone, exact):
         assert g.shape == a.shape and g.dtype == a.dtype, name
-        assert rel_error(g.cpu(), a.cpu()) <= tol, f"{name}: packed vs each video alone"
-        assert rel_error(g.cpu(), x) <= tol, f"{name}: packed vs the float64 reference"
+        error = rel_error if name == "out" else functools.partial(gradient_error, incoming=incoming)
+        assert error(g.cpu(), a.cpu()) <= tol, f"{name}: packed vs each video alone"
+        assert error(g.cpu(), x) <= tol, f"{name}: packed vs the float64 reference"
 
 
 SIZES = [
