@@ -83,6 +83,20 @@ VSA_HOST_DEVICE inline float float_of_bits(std::uint32_t bits) {
 constexpr std::uint32_t kInfBits = 0x7f800000u;
 VSA_HOST_DEVICE inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7fffffffu; }
 
+// A vector's largest finite |x_d| as magnitude bits, and whether every x_d is
+// finite, taken one element at a time (a GPU then combines its lanes' parts).
+struct MagnitudeRange {
+  std::uint32_t largest = 0;
+  bool finite = true;
+  VSA_HOST_DEVICE void add(float x) {
+    const std::uint32_t mag = magnitude_bits(x);
+    if (mag >= kInfBits)
+      finite = false;
+    else
+      largest = largest < mag ? mag : largest;
+  }
+};
+
 // floor(log2 |x|) from the magnitude bits of a finite nonzero x (subnormals
 // included); 0 for x = 0 (its vector is all zeros: every Q_d is 0).
 VSA_HOST_DEVICE inline int magnitude_exponent(std::uint32_t mag) {
@@ -178,12 +192,7 @@ VSA_HOST_DEVICE inline float combine_step(float fine, float coarse, float gate) 
 // a larger key); +0 and -0 get the same key. NaN keys sit above +inf, so both
 // backends treat a NaN score alike.
 VSA_HOST_DEVICE inline std::uint32_t score_key(float score) {
-#if defined(__CUDA_ARCH__)
-  std::uint32_t bits = __float_as_uint(score);
-#else
-  std::uint32_t bits;
-  std::memcpy(&bits, &score, sizeof bits);
-#endif
+  std::uint32_t bits = float_bits(score);
   if (bits == 0x80000000u) bits = 0;
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }

@@ -45,19 +45,12 @@ QuantizedMeans quantize_vectors(const float* x, std::int64_t vectors, std::int64
   out.finite.assign(static_cast<std::size_t>(vectors), 1);
   for (std::int64_t v = 0; v < vectors; ++v) {
     const float* row = x + v * dim;
-    std::uint32_t largest = 0;
-    bool finite = true;
-    for (std::int64_t d = 0; d < dim; ++d) {
-      const std::uint32_t mag = detail::magnitude_bits(row[d]);
-      if (mag >= detail::kInfBits)
-        finite = false;
-      else
-        largest = std::max(largest, mag);
-    }
-    const int exponent = detail::magnitude_exponent(largest);
+    detail::MagnitudeRange range;
+    for (std::int64_t d = 0; d < dim; ++d) range.add(row[d]);
+    const int exponent = detail::magnitude_exponent(range.largest);
     out.exponent[static_cast<std::size_t>(v)] = exponent;
-    out.finite[static_cast<std::size_t>(v)] = finite;
-    if (finite)
+    out.finite[static_cast<std::size_t>(v)] = range.finite;
+    if (range.finite)
       for (std::int64_t d = 0; d < dim; ++d)
         out.q[static_cast<std::size_t>(v * dim + d)] = detail::quantize_mean(row[d], exponent);
   }

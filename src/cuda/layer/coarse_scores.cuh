@@ -99,18 +99,11 @@ __device__ void quantize_rows(const float* q_rows, int valid_rows, const ScoreSh
     if (row < valid_rows)
 #pragma unroll
       for (int c = 0; c < kLaneCols; ++c) x[c] = q_rows[static_cast<std::int64_t>(row) * kHeadDim + kLaneCols * lane + c];
-    std::uint32_t largest = 0;
-    bool finite = true;
+    detail::MagnitudeRange range;
 #pragma unroll
-    for (int c = 0; c < kLaneCols; ++c) {
-      const std::uint32_t mag = detail::magnitude_bits(x[c]);
-      if (mag >= detail::kInfBits)
-        finite = false;
-      else
-        largest = max(largest, mag);
-    }
-    largest = __reduce_max_sync(kAllLanes, largest);
-    finite = __all_sync(kAllLanes, finite);
+    for (int c = 0; c < kLaneCols; ++c) range.add(x[c]);
+    const std::uint32_t largest = __reduce_max_sync(kAllLanes, range.largest);
+    const bool finite = __all_sync(kAllLanes, range.finite);
     const int exponent = detail::magnitude_exponent(largest);
     std::uint32_t packed[kPieces] = {};
     int sum = 0;
@@ -169,26 +162,19 @@ __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const s
     bool key_finite[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      std::uint32_t largest = 0;
-      bool finite = true;
+      detail::MagnitudeRange range;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          for (const float e : {x[h][c][half].x, x[h][c][half].y, x[h][c][half].z, x[h][c][half].w}) {
-            const std::uint32_t mag = detail::magnitude_bits(e);
-            if (mag >= detail::kInfBits)
-              finite = false;
-            else
-              largest = max(largest, mag);
-          }
+          for (const float e : {x[h][c][half].x, x[h][c][half].y, x[h][c][half].z, x[h][c][half].w}) range.add(e);
 #pragma unroll
       for (int step = 1; step < 4; step *= 2) {
-        largest = max(largest, __shfl_xor_sync(kAllLanes, largest, step));
-        finite = __shfl_xor_sync(kAllLanes, finite, step) && finite;
+        range.largest = max(range.largest, __shfl_xor_sync(kAllLanes, range.largest, step));
+        range.finite = __shfl_xor_sync(kAllLanes, range.finite, step) && range.finite;
       }
-      key_exponent[h] = detail::magnitude_exponent(largest);
-      key_finite[h] = finite;
+      key_exponent[h] = detail::magnitude_exponent(range.largest);
+      key_finite[h] = range.finite;
     }
     // What every output of key h needs, once per tile: its rank scale, and whether it is live.
     detail::RankScale rank_scale[2];
