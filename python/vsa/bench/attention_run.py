@@ -46,7 +46,8 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
     vbs = blocks.variable_block_sizes
     # Self-attention with partial blocks (the VSA layer's case): on the CPU vsa is told the real
     # query rows, as the layer does, so it computes no padding row, like dense attention over
-    # the real tokens. On GPU the call is unchanged for now (every row computed).
+    # the real tokens. On the GPU 'vsa' computes every row, as FastVideo's kernels do, and the
+    # 'vsa-rows' peer makes the layer's call.
     q_vbs = vbs if device.type == "cpu" and case.partial_blocks else None
     # Dense attention in the model runs over the real tokens only, not the block padding.
     dense_sets = input_sets if not case.partial_blocks else [
@@ -58,7 +59,8 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
     sparse, dense = [], []
     for topk in case.topks(keeps):
         q2k_idx, q2k_num = select_blocks(case, topk, args.selection, device, generator)
-        problem = Problem(input_sets[0], case.block_size, q2k_idx, q2k_num, vbs, q_vbs)
+        problem = Problem(input_sets[0], case.block_size, q2k_idx, q2k_num, vbs, q_vbs,
+                          vbs if case.partial_blocks else None)
         samples = sample_query_blocks(case.batch, case.heads, case.num_blocks, args.check_blocks,
                                       torch.Generator().manual_seed(args.seed))
         reference = reference_blocks(*input_sets[0], q2k_idx, q2k_num, vbs, samples) \
@@ -72,7 +74,8 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
                                   keep=topk / case.num_blocks),
                               SPARSE_PEERS[name], problem, input_sets,
                               case.sparse_flops(topk), check, args, device)
-            if q_vbs is not None and name in ("vsa", "vsa-portable") and result.fwd_ms is not None:
+            told_rows = name == "vsa-rows" or (q_vbs is not None and name in ("vsa", "vsa-portable"))
+            if told_rows and result.fwd_ms is not None:
                 add_note(result, REAL_ROWS_NOTE)
             progress(result)
             sparse.append(result)

@@ -23,7 +23,7 @@ from .flex import allow_backward_on_small_blocks, block_mask, compiled_flex, ker
 from .problem import Problem, Runner, Unavailable, environment_variable
 
 
-def ours(p: Problem) -> Runner:
+def _vsa_runner(p: Problem, q_variable_block_sizes: torch.Tensor | None) -> Runner:
     q, k, v = p.example
     support = vsa.is_supported(q, k, v, p.variable_block_sizes, p.q2k_idx, p.q2k_num,
                                layout="bhsd")
@@ -33,7 +33,22 @@ def ours(p: Problem) -> Runner:
     # computes lse when a backward will need it.
     return Runner(lambda q, k, v: vsa.block_sparse_attn(
         q, k, v, p.q2k_idx, p.q2k_num, p.variable_block_sizes, need_lse=False,
-        q_variable_block_sizes=p.q_variable_block_sizes)[0])
+        q_variable_block_sizes=q_variable_block_sizes)[0])
+
+
+def ours(p: Problem) -> Runner:
+    return _vsa_runner(p, p.q_variable_block_sizes)
+
+
+def ours_real_rows(p: Problem) -> Runner:
+    """vsa told the real query rows of a partial block, as the VSA layer calls it: the padding
+    rows get no output and no gradient work (the dQ reductions skip them). On the GPU 'vsa'
+    computes every row, like FastVideo's kernels; on the CPU 'vsa' is already given the rows."""
+    if p.device.type != "cuda":
+        raise Unavailable("the same call as 'vsa' on the CPU")
+    if p.real_query_rows is None:
+        raise Unavailable("no partial blocks: every query row is real")
+    return _vsa_runner(p, p.real_query_rows)
 
 
 def ours_portable(p: Problem) -> Runner:
@@ -78,6 +93,7 @@ def _dense(backend: SDPBackend | None) -> Callable[[Problem], Runner]:
 SPARSE_PEERS: dict[str, Callable[[Problem], Runner]] = {
     "vsa": ours,
     "vsa-portable": ours_portable,
+    "vsa-rows": ours_real_rows,
     "fastvideo-tk": fastvideo.tk_attention,
     "fastvideo-triton": fastvideo.triton_attention,
     "flex": flex,
