@@ -60,6 +60,17 @@ class FwdConsumer {
         for (int e = 0; e < 4; ++e)
           if (t * 8 + 2 * (lane_ % 4) + (e & 1) >= valid) s[m][t][e] = -INFINITY;
   }
+  // Keys at tile offset < first do not exist (a tile whose real keys were
+  // loaded into its last rows: sm90::request_key_tile).
+  __device__ void mask_keys_before(Scores& s, int first) const {
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+      for (int t = 0; t < kKeyTiles; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (t * 8 + 2 * (lane_ % 4) + (e & 1) < first) s[m][t][e] = -INFINITY;
+  }
 
   // Online softmax: s becomes P = exp2(s·scale·log2e − running max); O and the
   // partial row sums are rescaled when the max grows.

@@ -110,15 +110,15 @@ __device__ void produce_pair(const FwdPairParams& params, const PairSmem<kHeadDi
   const QueryScheduler<kTileRows> sched = pair_scheduler(params.p, 0);
   const int batch = sched.batch(), kv_head = sched.kv_head();
   for (int c = 0; c < kPairConsumers; ++c)
-    request_tile<kHeadDim>(buf.q(c), buf.q_full(), maps.q, sched.first_query_row() + c * kTileRows, sched.head(),
+    request_query_tile<kHeadDim>(buf.q(c), buf.q_full(), maps.q, sched.first_query_row() + c * kTileRows, sched.head(),
                            batch);
   const int blocks = sched.num_tiles() / 2;
   for (int j = 0; j < blocks; ++j) {
     const std::int64_t key = sched.first_key(2 * j, sched.block_of(2 * j));
     mbarrier_wait(buf.k_empty(j), PairSmem<kHeadDim>::parity(j) ^ 1u);
-    request_tile<kHeadDim, kPairBlock>(buf.k(j), buf.k_full(j), maps.k, key, kv_head, batch);
+    request_key_tile<kHeadDim, kPairBlock>(buf.k(j), buf.k_full(j), maps.k, key, kv_head, batch);
     mbarrier_wait(buf.v_empty(j), PairSmem<kHeadDim>::parity(j) ^ 1u);
-    request_tile<kHeadDim, kPairBlock>(buf.v(j), buf.v_full(j), maps.v, key, kv_head, batch);
+    request_key_tile<kHeadDim, kPairBlock>(buf.v(j), buf.v_full(j), maps.v, key, kv_head, batch);
   }
 }
 

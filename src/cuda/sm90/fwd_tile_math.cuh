@@ -29,7 +29,9 @@ struct AnyOrder {
   __device__ void pass() const {}
 };
 
-template <class Elem, int kHeadDim, int kKeys = kTileRows>
+// kRealKeysLast: a partial tile's real keys are its last ones (v2's K and V
+// tiles, loaded with their padding as the box's zero rows); else its first.
+template <class Elem, int kHeadDim, int kKeys = kTileRows, bool kRealKeysLast = false>
 struct FwdTileMath {
   using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1, kKeys>;
   static constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
@@ -86,7 +88,7 @@ struct FwdTileMath {
     order.pass();
     wait_pv();
   }
-  // The softmax of the scores in s (keys [0, valid) real), then P into
+  // The softmax of the scores in s (`valid` real keys), then P into
   // p_prev; `then` runs in between: the wait for the P·V product in flight,
   // which still reads p_prev. O's rescale is left to rescale_pending.
   template <class Then>
@@ -98,7 +100,7 @@ struct FwdTileMath {
       // written in place and ptxas waits for P·V before the softmax (v2's
       // SASS, sm_90a, CUDA 13.0), which loses v2 its overlap.
       if (valid > 0) {
-        if (valid < kKeys) consumer.mask_keys(s, valid);
+        if (valid < kKeys) mask(valid);
         grew = consumer.softmax_scores(s, scale_log2, pending_correction);
       } else {
 #pragma unroll
@@ -109,7 +111,7 @@ struct FwdTileMath {
       // every block, which cost 5 %); masked keys give P = 0. The P·V wait
       // then comes before the exponentials, so they do not run under that
       // product (docs/kernel-notes.md: up to ~10 % left there).
-      if (valid < kKeys) consumer.mask_keys(s, valid);
+      if (valid < kKeys) mask(valid);
       grew = consumer.softmax_scores(s, scale_log2, pending_correction);
     }
     then();
@@ -120,6 +122,13 @@ struct FwdTileMath {
   }
 
  private:
+  __device__ void mask(int valid) {
+    if constexpr (kRealKeysLast)
+      consumer.mask_keys_before(s, kKeys - valid);
+    else
+      consumer.mask_keys(s, valid);
+  }
+
   // The rescale of O the last softmax asked for, before the P·V product that
   // adds to O is issued; its registers are fenced again for that product.
   __device__ void rescale_pending() {

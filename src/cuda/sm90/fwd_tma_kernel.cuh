@@ -9,10 +9,13 @@
 // CTA barrier waits for a copy (v1's threads copied with cp.async and waited
 // for their copies at two CTA barriers per tile).
 //
-// Partial blocks: keys past vbs get P = 0, and the padding rows of their V
-// tile are zeroed in shared memory once it lands (clear_v_padding), since
-// the caller may fill them with anything and 0 · NaN is NaN. A block with
-// vbs = 0 runs its products with P = 0 and a zeroed V tile.
+// Partial blocks: a tile of `valid` < 64 real keys is requested from 64 −
+// valid rows before its first key (request_key_tile), so its real keys land
+// in its last rows and its first rows are the box's out-of-bounds rows,
+// which the TMA unit fills with zeros without reading memory. The keys there
+// get P = 0 (mask_keys_before) against V rows that are exactly 0, whatever
+// the caller's padding holds (0 · NaN would be NaN), and no thread touches
+// the tile. A block with vbs = 0 is one whole box of zeros.
 //
 // Overlap: at tile t the warpgroup issues S(t) = Q·K(t)ᵀ and then
 // O += P(t−1)·V(t−1), waits only for S(t), and runs the softmax of tile t
@@ -91,62 +94,60 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   }
   __syncthreads();  // the barriers are initialized before anyone waits on them
 
+  // Tile j of the list: the first key of its block's part and its real keys
+  // (two dependent loads, issued a tile before the requests that use them).
+  struct KeyTile {
+    std::int64_t key;
+    int valid;
+  };
+  const auto key_tile = [&](int j) {
+    const std::int64_t block = sched.block_of(j);
+    return KeyTile{sched.first_key(j, block), sched.valid_keys(j, block)};
+  };
+  const auto request_k = [&](const KeyTile& tile) {
+    request_key_tile<kHeadDim>(buf.k, buf.k_full, maps.k, tile.key, kv_head, batch, kTileRows - tile.valid);
+  };
+  const auto request_v = [&](int j, const KeyTile& tile) {
+    request_key_tile<kHeadDim>(buf.v(j), buf.v_full(j), maps.v, tile.key, kv_head, batch, kTileRows - tile.valid);
+  };
   if (producer) {  // Q, K(0), and V(0) and V(1) into the two V buffers
-    request_tile<kHeadDim>(buf.q, buf.q_full, maps.q, sched.first_query_row(), sched.head(), batch);
+    request_query_tile<kHeadDim>(buf.q, buf.q_full, maps.q, sched.first_query_row(), sched.head(), batch);
     for (int j = 0; j < 2 && j < num_tiles; ++j) {
-      const std::int64_t key = sched.first_key(j, sched.block_of(j));
-      if (j == 0) request_tile<kHeadDim>(buf.k, buf.k_full, maps.k, key, kv_head, batch);
-      request_tile<kHeadDim>(buf.v(j), buf.v_full(j), maps.v, key, kv_head, batch);
+      const KeyTile tile = key_tile(j);
+      if (j == 0) request_k(tile);
+      request_v(j, tile);
     }
   }
 
-  FwdTileMath<Elem, kHeadDim> math(static_cast<int>(threadIdx.x) / 32);
+  FwdTileMath<Elem, kHeadDim, kTileRows, true> math(static_cast<int>(threadIdx.x) / 32);
   const auto wait_v = [&](int j) { mbarrier_wait(buf.v_full(j), FwdTmaSmem<kHeadDim>::v_parity(j)); };
-  // Keys past vbs get P = 0, but 0 · NaN is NaN: the padding rows of a
-  // partial tile's V, which the caller may fill with anything, are zeroed
-  // once the tile has landed, before the barrier in after_scores that
-  // precedes its P·V.
-  const auto clear_v_padding = [&](int t, int valid) {
-    if (valid < kTileRows) {
-      wait_v(t);
-      zero_rows<kHeadDim>(buf.v(t), valid);
-      fence_proxy_async();
-    }
-  };
   // After S(t) has read K(t) (all warps): K(t+1) into the one K buffer.
-  const auto after_scores = [&](int t, std::int64_t next_block) {
+  const auto after_scores = [&](int t, const KeyTile& next) {
     __syncthreads();
-    if (producer && t + 1 < num_tiles)
-      request_tile<kHeadDim>(buf.k, buf.k_full, maps.k, sched.first_key(t + 1, next_block), kv_head, batch);
+    if (producer && t + 1 < num_tiles) request_k(next);
   };
-  std::int64_t block = num_tiles > 0 ? sched.block_of(0) : 0;
+  KeyTile tile = key_tile(0);  // with no tiles: block 0 (block_of), never used
   mbarrier_wait(buf.q_full, 0);  // also before the epilogue stages O over Q, with no tiles
   if (num_tiles > 0) {  // tile 0: no product in flight yet
-    const std::int64_t next_block = sched.block_of(1);
+    const KeyTile next = key_tile(1);
     mbarrier_wait(buf.k_full, 0);
     math.first_scores(buf.q, buf.k);
-    const int valid = sched.valid_keys(0, block);
-    clear_v_padding(0, valid);
-    after_scores(0, next_block);
-    math.softmax_into_p(valid, p.scale_log2, [] {});
-    block = next_block;
+    after_scores(0, next);
+    math.softmax_into_p(tile.valid, p.scale_log2, [] {});
+    tile = next;
   }
   for (int t = 1; t < num_tiles; ++t) {
-    const int valid = sched.valid_keys(t, block);
-    const std::int64_t next_block = sched.block_of(t + 1);
+    const KeyTile next = key_tile(t + 1);
     mbarrier_wait(buf.k_full, static_cast<std::uint32_t>(t) & 1u);
     wait_v(t - 1);
     math.scores_under_pv(buf.q, buf.k, buf.v(t - 1));
-    clear_v_padding(t, valid);
-    after_scores(t, next_block);
-    math.softmax_into_p(valid, p.scale_log2, [&] {
+    after_scores(t, next);
+    math.softmax_into_p(tile.valid, p.scale_log2, [&] {
       math.wait_pv();
       __syncthreads();  // every warp's P·V(t−1) has read V(t−1): its buffer takes V(t+1)
-      if (producer && t + 1 < num_tiles)
-        request_tile<kHeadDim>(buf.v(t + 1), buf.v_full(t + 1), maps.v, sched.first_key(t + 1, next_block), kv_head,
-                               batch);
+      if (producer && t + 1 < num_tiles) request_v(t + 1, next);
     });
-    block = next_block;
+    tile = next;
   }
   if (num_tiles > 0) {  // the last tile's P·V
     wait_v(num_tiles - 1);

@@ -94,15 +94,17 @@ __device__ void produce(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
     const QueryScheduler<kTileRows> sched = item_scheduler(params, item);
     const int batch = sched.batch(), kv_head = sched.kv_head();
     mbarrier_wait(ring.empty(Ring::kQ, q_use), Ring::parity(q_use) ^ 1u);
-    request_tile<kHeadDim>(ring.tile(Ring::kQ, q_use), ring.full(Ring::kQ, q_use), maps.q, sched.first_query_row(),
+    request_query_tile<kHeadDim>(ring.tile(Ring::kQ, q_use), ring.full(Ring::kQ, q_use), maps.q, sched.first_query_row(),
                            sched.head(), batch);
     const int num_tiles = sched.num_tiles();
     for (int t = 0; t < num_tiles; ++t, ++kv_use) {
       const std::int64_t key = sched.first_key(t, sched.block_of(t));
       mbarrier_wait(ring.empty(Ring::kK, kv_use), Ring::parity(kv_use) ^ 1u);
-      request_tile<kHeadDim>(ring.tile(Ring::kK, kv_use), ring.full(Ring::kK, kv_use), maps.k, key, kv_head, batch);
+      request_key_tile<kHeadDim>(ring.tile(Ring::kK, kv_use), ring.full(Ring::kK, kv_use), maps.k, key, kv_head,
+                                 batch);
       mbarrier_wait(ring.empty(Ring::kV, kv_use), Ring::parity(kv_use) ^ 1u);
-      request_tile<kHeadDim>(ring.tile(Ring::kV, kv_use), ring.full(Ring::kV, kv_use), maps.v, key, kv_head, batch);
+      request_key_tile<kHeadDim>(ring.tile(Ring::kV, kv_use), ring.full(Ring::kV, kv_use), maps.v, key, kv_head,
+                                 batch);
     }
   }
 }

@@ -51,20 +51,37 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
                              row + pass * kRowsPerPass < valid_rows);
 }
 
-// One thread's request for a [kRows][D] tile from `row` of (head, batch)
-// of a 4-D tensor map: one box of 64 rows × 64 columns per 64 rows of each
-// 128-byte swizzle block, all completing on `full`.
-template <int kHeadDim, int kRows = kTileRows>
-__device__ __forceinline__ void request_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+// One thread's request for the [64][D] Q tile from `row` of (head, batch)
+// of the 4-D query map: one box of 64 rows × 64 columns per 128-byte swizzle
+// block, all completing on `full`.
+template <int kHeadDim>
+__device__ __forceinline__ void request_query_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
                                              std::int64_t row, int head, int batch) {
-  using Tile = SwizzledTile<kHeadDim, kRows>;
+  using Tile = SwizzledTile<kHeadDim>;
   mbarrier_expect_bytes(full, Tile::kBytes);
+#pragma unroll
+  for (int c = 0; c < kHeadDim / 64; ++c)
+    tma_load_4d(dst + c * Tile::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+}
+
+// One thread's request for the [kRows][D] K or V tile whose first key is
+// `key` (a multiple of 64) from a 5-D key map (tensor_maps.hpp). With
+// `pad_rows` > 0 (a 64-key tile only) the tile's real keys land in its last
+// 64 − pad_rows rows and its first pad_rows rows are the box's out-of-bounds
+// rows, which the TMA unit fills with zeros without reading memory: a partial
+// block's padding keys are never read, and its V rows there are exactly 0.
+template <int kHeadDim, int kRows = kTileRows>
+__device__ __forceinline__ void request_key_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+                                                 std::int64_t key, int head, int batch, int pad_rows = 0) {
+  using Tile = SwizzledTile<kHeadDim, kRows>;
+  mbarrier_expect_bytes(full, Tile::kBytes);  // out-of-bounds rows count as delivered bytes
+  const int tile = static_cast<int>(key / kTileRows);
 #pragma unroll
   for (int c = 0; c < kHeadDim / 64; ++c)
 #pragma unroll
     for (int h = 0; h < kRows / kTileRows; ++h)
-      tma_load_4d(dst + c * Tile::kBlockBytes + h * kTileRows * 128, map, full, 64 * c,
-                  static_cast<int>(row) + h * kTileRows, head, batch);
+      tma_load_5d(dst + c * Tile::kBlockBytes + h * kTileRows * 128, map, full, 64 * c, -pad_rows, tile + h, head,
+                  batch);
 }
 
 // Rows [first_row, kRows) of a tile set to zero by the warpgroup's threads

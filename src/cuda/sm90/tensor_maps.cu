@@ -31,18 +31,41 @@ std::uint64_t stride_bytes(std::int64_t elements, std::int64_t extent) {
   return extent == 1 ? 16u : static_cast<std::uint64_t>(elements) * 2u;
 }
 
-bool encode(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16,
-            const SeqStrides& stride, int batch, int heads, std::int64_t seq, int head_dim) {
+// A map of `rank` dimensions (dims[0] = D innermost; strides in bytes of
+// dims 1.. ), boxes of 64 columns × 64 rows, out-of-bounds elements read as 0.
+bool encode(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16, int rank,
+            const cuuint64_t* dims, const cuuint64_t* strides) {
+  const cuuint32_t box[5] = {64, static_cast<cuuint32_t>(kTileRows), 1, 1, 1};
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  return fn(&map, is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            static_cast<cuuint32_t>(rank), const_cast<void*>(data), dims, strides, box, element_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Q as [B][H][S][D]: a box at any row.
+bool encode_rows(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16,
+                 const SeqStrides& stride, int batch, int heads, std::int64_t seq, int head_dim) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq),
                               static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
   const cuuint64_t strides[3] = {stride_bytes(stride.seq, seq), stride_bytes(stride.head, heads),
                                  stride_bytes(stride.batch, batch)};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(kTileRows), 1, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  return fn(&map, is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-            const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode(fn, map, data, is_bf16, 4, dims, strides);
+}
+
+// K or V as [B][H][S / 64][64][D] (S is whole blocks, so whole 64-key tiles):
+// a box's rows stay inside one tile, and rows before the tile's first are
+// out of bounds, so a partial tile can be read with its padding as zeros
+// (request_key_tile).
+bool encode_key_tiles(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16,
+                      const SeqStrides& stride, int batch, int heads, std::int64_t seq, int head_dim) {
+  const std::int64_t tiles = seq / kTileRows;
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(kTileRows),
+                              static_cast<cuuint64_t>(tiles), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[4] = {stride_bytes(stride.seq, kTileRows), stride_bytes(stride.seq * kTileRows, tiles),
+                                 stride_bytes(stride.head, heads), stride_bytes(stride.batch, batch)};
+  return encode(fn, map, data, is_bf16, 5, dims, strides);
 }
 
 }  // namespace
@@ -50,9 +73,9 @@ bool encode(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* 
 bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
                             std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps) {
   const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
-  return fn != nullptr && encode(fn, maps.q, p.q, is_bf16, p.q_stride, batch, p.heads, seq_q, head_dim) &&
-         encode(fn, maps.k, p.k, is_bf16, p.k_stride, batch, kv_heads, seq_kv, head_dim) &&
-         encode(fn, maps.v, p.v, is_bf16, p.v_stride, batch, kv_heads, seq_kv, head_dim);
+  return fn != nullptr && encode_rows(fn, maps.q, p.q, is_bf16, p.q_stride, batch, p.heads, seq_q, head_dim) &&
+         encode_key_tiles(fn, maps.k, p.k, is_bf16, p.k_stride, batch, kv_heads, seq_kv, head_dim) &&
+         encode_key_tiles(fn, maps.v, p.v, is_bf16, p.v_stride, batch, kv_heads, seq_kv, head_dim);
 }
 
 }  // namespace vsa::cuda::sm90

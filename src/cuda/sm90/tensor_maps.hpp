@@ -1,6 +1,7 @@
 // Host side of the Hopper TMA loads: the tensor maps (TMA descriptors) of a
-// forward's q, k and v, each viewed as a 4-D [B][H][S][D] tensor through its
-// element strides (either layout), copied in boxes of 64 rows × 64 columns
+// forward's q, k and v through their element strides (either layout): q as a
+// 4-D [B][H][S][D] tensor, k and v as 5-D [B][H][S / 64][64][D] tensors of
+// 64-key tiles (request_key_tile), copied in boxes of 64 rows × 64 columns
 // into the 128-byte-swizzled tiles that wgmma reads.
 #pragma once
 

@@ -62,6 +62,17 @@ __device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap
       : "memory");
 }
 
+// The same for a 5-D tensor map (the K and V maps: rows within a 64-key tile
+// are their own dimension, so a negative row coordinate is out of bounds).
+__device__ __forceinline__ void tma_load_5d(std::uint32_t dst, const CUtensorMap& map, std::uint32_t bar, int c0,
+                                            int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, "
+      "%7}], [%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+
 // Bulk reductions: an fp32 array in shared memory added element by element
 // into global memory by the TMA unit, issued by one thread. No register holds
 // the data while it drains to L2, so the issuing warps go on at once; the
