@@ -27,12 +27,13 @@ constexpr int bwd_smem_bytes() {
 }
 
 // Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
-// copied by the first 32 threads).
+// copied by the first 32 threads). Padding query rows (from `real_rows` on)
+// are zero-filled, not read: their P and dS are 0 by the mask.
 template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const BwdKernelParams& p, Elem* sq,
-                                          Elem* sdo, float* s_lse, float* s_delta) {
-  load_tile_async<Elem, kHeadDim, kBwdThreads>(sq, rows.q, p.q_stride.seq);
-  load_tile_async<Elem, kHeadDim, kBwdThreads>(sdo, rows.dout, p.dout_stride.seq);
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
+                                          Elem* sq, Elem* sdo, float* s_lse, float* s_delta) {
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(sq, rows.q, p.q_stride.seq, real_rows);
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(sdo, rows.dout, p.dout_stride.seq, real_rows);
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kTileRows / 4;
   if (t < kChunks)
@@ -65,7 +66,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   if (have) {
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, sq, sdo, s_lse, s_delta);
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), sched.real_rows(pair), p, sq, sdo,
+                              s_lse, s_delta);
   }
   ptx::cp_async_commit();
   while (have) {
@@ -73,6 +75,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     __syncthreads();          // ... for every thread; every warp is done with the last dSᵀ
     BwdPair next{};
     const bool have_next = sched.next(next);
+    const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
 
     typename Consumer::Scores s, dp;
     consumer.scores(sk, sv, sq, sdo, s, dp);
@@ -82,7 +85,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
     __syncthreads();  // dSᵀ is whole; every warp is done with Q, dO, lse, delta
     if (have_next)
-      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, sq, sdo, s_lse, s_delta);
+      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, sq, sdo, s_lse,
+                                s_delta);
     ptx::cp_async_commit();
     if (add_dq) consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum);
 

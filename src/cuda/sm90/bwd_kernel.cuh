@@ -59,12 +59,13 @@ constexpr int bwd_smem_bytes() {
 }
 
 // Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
-// copied by the first 32 threads), into a stage.
+// copied by the first 32 threads), into a stage. Padding query rows (from
+// `real_rows` on) are zero-filled, not read: their P and dS are 0 by the mask.
 template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, const BwdKernelParams& p,
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
                                           const PairStage<kHeadDim>& stage) {
-  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq);
-  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq);
+  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq, real_rows);
+  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq, real_rows);
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kTileRows / 4;
   if (t < kChunks)
@@ -107,7 +108,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), p, stage_of(0));
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), sched.real_rows(pair), p,
+                              stage_of(0));
   }
   ptx::cp_async_commit();
   int n = 0;  // pairs done
@@ -121,9 +123,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     }
     BwdPair next{};
     const bool have_next = sched.next(next);
+    const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
     // With two stages, the next pair lands in the other one while this one is computed.
     if (have_next && stages == 2)
-      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage_of((n + 1) & 1));
+      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p,
+                                stage_of((n + 1) & 1));
     ptx::cp_async_commit();
     const PairStage<kHeadDim> stage = stage_of(n % stages);
     const std::uint32_t sq = stage.q, sdo = stage.dout;
@@ -166,7 +170,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
     if (add_dq) {
       // Q and dO are read: the next pair lands in this stage during the dQ step.
-      if (have_next) load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), p, stage);
+      if (have_next)
+        load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, stage);
       ptx::cp_async_commit();
       __syncthreads();  // dSᵀ is whole
       float dq[kHeadDim / 2];
