@@ -24,27 +24,32 @@ PROFILED = "vsa"  # the backend whose forward is split by stage
 
 def _measure(result: LayerResult, make, problem: LayerProblem, input_sets, check, args,
              device: torch.device) -> Runner | None:
-    """Fill result's times, error and (for vsa) stages; a peer that cannot run leaves n/a and a
-    note, a later step that fails leaves what was measured and says which step failed. The
-    runner, None when the peer cannot run."""
+    """Fill result's times and error; a peer that cannot run leaves n/a and a note, a later step
+    that fails leaves what was measured and says which step failed. The runner, None when the
+    peer cannot run."""
     timing = dict(warmup=args.warmup, iters=args.iters, device=device)
     runner = timed_forward(result, make, problem, input_sets, check, timing)
     if runner is None:
         return None
-    if result.backend == PROFILED:
-        try:
-            with torch.no_grad():
-                stages = profile_stages(functools.partial(runner, *input_sets[0]), device)
-            result.stage_ms, result.stage_total_ms = stages.ms, stages.total_ms
-            result.stage_source, result.stage_kernels = stages.source, stages.kernels
-        except Exception as e:
-            add_note(result, "stages: " + reason(e))
     if not args.no_backward:
         try:
             result.fwdbwd_ms = median_ms(training_calls(runner, input_sets), **timing)
         except Exception as e:
             add_note(result, "backward: " + reason(e))
     return runner
+
+
+def _profile_stages(result: LayerResult, runner: Runner, input_sets, device: torch.device) -> None:
+    """vsa's forward split by stage, after every timing of the case, so that none follows the
+    profiler: on the H200 the layer timed alternately after it came out at 1.105-1.133x the
+    fine kernel, and at 1.087x in a run with no profiler (bench/results/2026-12-02-h200-*)."""
+    try:
+        with torch.no_grad():
+            stages = profile_stages(functools.partial(runner, *input_sets[0]), device)
+        result.stage_ms, result.stage_total_ms = stages.ms, stages.total_ms
+        result.stage_source, result.stage_kernels = stages.source, stages.kernels
+    except Exception as e:
+        add_note(result, "stages: " + reason(e))
 
 
 def _time_layer_against_fine(ours: LayerResult, layer: Runner, fine: Runner, input_sets, args,
@@ -100,5 +105,7 @@ def run_layer_case(case: Case, keeps: list[float] | None, args,
         if PROFILED in runners and FINE_KERNEL in runners:
             (ours, layer), (_, fine) = runners[PROFILED], runners[FINE_KERNEL]
             _time_layer_against_fine(ours, layer, fine, input_sets, args, device)
+        if PROFILED in runners:
+            _profile_stages(*runners[PROFILED], input_sets, device)
         del ref, problem, expected, runners
     return results
