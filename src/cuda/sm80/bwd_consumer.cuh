@@ -59,8 +59,10 @@ class BwdConsumer {
   __device__ void store_ds(Elem* sds, const Scores& ds) const { store_ds_rows(sds, ds, kWarpKeys * warp_, lane_); }
 
   // dQ(64 rows, this warp's D/4 columns) = dS·K, added into the tile's fp32
-  // accumulator. The A operand is dS read transposed out of the dSᵀ tile.
-  __device__ void add_dq(const Elem* sds, const Elem* sk, float* dq_tile) const {
+  // accumulator: the 16-row tiles that hold one of the first real_rows rows
+  // (the rest are padding rows, whose dQ is 0). The A operand is dS read
+  // transposed out of the dSᵀ tile.
+  __device__ void add_dq(const Elem* sds, const Elem* sk, float* dq_tile, int real_rows) const {
     constexpr int kColTiles = kDimTiles / 4;  // 8-column groups per warp
     float acc[kTileRows / 16][kColTiles][4];
 #pragma unroll
@@ -89,10 +91,11 @@ class BwdConsumer {
     // Row tile m of a warp holds what thread 32·m + lane of a warpgroup would.
 #pragma unroll
     for (int m = 0; m < kTileRows / 16; ++m)
+      if (16 * m < real_rows)
 #pragma unroll
-      for (int t = 0; t < kColTiles; ++t)
-        ptx::red_add_f32x4(dq_tile + dq_quad_offset<kHeadDim>(first_group + t, 32 * m + lane_), acc[m][t][0], acc[m][t][1],
-                           acc[m][t][2], acc[m][t][3]);
+        for (int t = 0; t < kColTiles; ++t)
+          ptx::red_add_f32x4(dq_tile + dq_quad_offset<kHeadDim>(first_group + t, 32 * m + lane_), acc[m][t][0],
+                             acc[m][t][1], acc[m][t][2], acc[m][t][3]);
   }
 
   __device__ int warp() const { return warp_; }

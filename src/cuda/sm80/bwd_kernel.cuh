@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
     typename Consumer::Scores s, dp;
     consumer.scores(sk, sv, sq, sdo, s, dp);
-    consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, sched.real_rows(pair));
+    const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
+    consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, real_rows);
     consumer.accumulate(sq, sdo, s, dp);
     if (add_dq) consumer.store_ds(sds, dp);
 
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
       load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, sq, sdo, s_lse,
                                 s_delta);
     ptx::cp_async_commit();
-    if (add_dq) consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum);
+    if (add_dq) consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum, real_rows);
 
     pair = next;
     have = have_next;
