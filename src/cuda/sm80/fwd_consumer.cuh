@@ -52,24 +52,12 @@ class FwdConsumer {
 
   // Keys at tile offset >= valid do not exist for this block (vbs).
   __device__ void mask_keys(Scores& s, int valid) const {
-#pragma unroll
-    for (int m = 0; m < kRowTiles; ++m)
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (t * 8 + 2 * (lane_ % 4) + (e & 1) >= valid) s[m][t][e] = -INFINITY;
+    mask_keys_where(s, [valid](int key) { return key >= valid; });
   }
   // Keys at tile offset < first do not exist (a tile whose real keys were
   // loaded into its last rows: sm90::request_key_tile).
   __device__ void mask_keys_before(Scores& s, int first) const {
-#pragma unroll
-    for (int m = 0; m < kRowTiles; ++m)
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (t * 8 + 2 * (lane_ % 4) + (e & 1) < first) s[m][t][e] = -INFINITY;
+    mask_keys_where(s, [first](int key) { return key < first; });
   }
 
   // Online softmax: s becomes P = exp2(s·scale·log2e − running max); O and the
@@ -155,6 +143,18 @@ class FwdConsumer {
   __device__ float row_sum(int r) const { return row_sum_[r]; }
 
  private:
+  // The scores of the keys (tile offsets) for which `absent` holds become −∞.
+  template <class Absent>
+  __device__ void mask_keys_where(Scores& s, Absent absent) const {
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+      for (int t = 0; t < kKeyTiles; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (absent(t * 8 + 2 * (lane_ % 4) + (e & 1))) s[m][t][e] = -INFINITY;
+  }
+
   // Each row's max over the tile's keys (the four lanes of a row combined):
   // four running maxima per row, each over every fourth key tile, then a
   // tree of the four, and the shuffles of all rows together: a quarter of a
