@@ -67,7 +67,7 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
     out_dir = tmp_path / "bench"
     argv = ["--device", "cpu", "--case", "cpu-wan-crop", "--heads", "1", "--sparsity", "0.1,0.5",
             "--iters", "1", "--warmup", "0", "--check-blocks", "4",
-            "--backends", "vsa,flex,dense-sdpa", "--out", str(out_dir)]
+            "--backends", "vsa,vsa-rows,flex,dense-sdpa", "--out", str(out_dir)]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "CPU run" in captured.out and "cpu-wan-crop" in captured.out
@@ -89,6 +89,11 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
     for r in ours:
         assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0 and r["rel_error"] < 1e-5
         assert r["speedup_fwd"] > 0 and r["valid_tokens"] == 9 * 14 * 20
+        assert r["note"] == "real query rows only (q_variable_block_sizes)"  # partial blocks, on the CPU
+    # On the CPU 'vsa' already makes the layer's call, so the real-rows peer does not run again.
+    real_rows = [r for r in rows if r["backend"] == "vsa-rows"]
+    assert len(real_rows) == 2 and all(r["fwd_ms"] is None for r in real_rows)
+    assert all(r["note"] == "the same call as 'vsa' on the CPU" for r in real_rows)
     assert all(r["vs_fastvideo_fwd"] is None for r in rows)  # FastVideo is GPU only
     flex = [r for r in rows if r["backend"] == "flex"]
     assert flex and all(r["fwd_ms"] is None and r["note"] for r in flex)  # n/a, with the reason
