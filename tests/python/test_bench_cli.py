@@ -146,3 +146,31 @@ def test_python_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "vsa.bench", "--list"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "wan2.1-14b-720p" in done.stdout
+
+
+def test_layer_run_profiles_after_every_timing(monkeypatch, capsys):
+    # The stage profiler slows the multi-kernel layer timed after it on the GPU
+    # (bench/results/2026-12-02-h200-fwd-keys-last), so no timing may follow it.
+    from vsa.bench import layer_run, timing
+
+    events = []
+    timed = timing.alternating_medians_ms
+
+    def logged_timing(*args, **kwargs):
+        events.append("timing")
+        return timed(*args, **kwargs)
+
+    def logged_profile(*args, **kwargs):
+        events.append("profile")
+        return profile(*args, **kwargs)
+
+    profile = layer_run.profile_stages
+    monkeypatch.setattr(timing, "alternating_medians_ms", logged_timing)  # median_ms calls it
+    monkeypatch.setattr(layer_run, "alternating_medians_ms", logged_timing)
+    monkeypatch.setattr(layer_run, "profile_stages", logged_profile)
+    argv = ["--op", "layer", "--device", "cpu", "--heads", "1", "--iters", "1", "--warmup", "0",
+            "--check-blocks", "0", "--backends", "vsa,vsa-fine"]
+    assert main(argv) == 0
+    assert "vsa layer forward by stage (CPU ops:" in capsys.readouterr().out
+    # vsa's and vsa-fine's forward and forward + backward, then the two alternately.
+    assert events == ["timing"] * 5 + ["profile"], events
