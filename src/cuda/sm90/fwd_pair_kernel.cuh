@@ -110,8 +110,8 @@ __device__ void produce_pair(const FwdPairParams& params, const PairSmem<kHeadDi
   const QueryScheduler<kTileRows> sched = pair_scheduler(params.p, 0);
   const int batch = sched.batch(), kv_head = sched.kv_head();
   for (int c = 0; c < kPairConsumers; ++c)
-    request_query_tile<kHeadDim>(buf.q(c), buf.q_full(), maps.q, sched.first_query_row() + c * kTileRows, sched.head(),
-                           batch);
+    request_query_tile<kHeadDim>(buf.q(c), buf.q_full(), maps.q, sched.first_query_row() + c * kTileRows,
+                                 sched.head(), batch);
   const int blocks = sched.num_tiles() / 2;
   for (int j = 0; j < blocks; ++j) {
     const std::int64_t key = sched.first_key(2 * j, sched.block_of(2 * j));

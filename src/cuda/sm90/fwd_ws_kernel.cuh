@@ -94,8 +94,8 @@ __device__ void produce(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
     const QueryScheduler<kTileRows> sched = item_scheduler(params, item);
     const int batch = sched.batch(), kv_head = sched.kv_head();
     mbarrier_wait(ring.empty(Ring::kQ, q_use), Ring::parity(q_use) ^ 1u);
-    request_query_tile<kHeadDim>(ring.tile(Ring::kQ, q_use), ring.full(Ring::kQ, q_use), maps.q, sched.first_query_row(),
-                           sched.head(), batch);
+    request_query_tile<kHeadDim>(ring.tile(Ring::kQ, q_use), ring.full(Ring::kQ, q_use), maps.q,
+                                 sched.first_query_row(), sched.head(), batch);
     const int num_tiles = sched.num_tiles();
     for (int t = 0; t < num_tiles; ++t, ++kv_use) {
       const std::int64_t key = sched.first_key(t, sched.block_of(t));

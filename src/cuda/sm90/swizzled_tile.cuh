@@ -56,7 +56,7 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
 // block, all completing on `full`.
 template <int kHeadDim>
 __device__ __forceinline__ void request_query_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
-                                             std::int64_t row, int head, int batch) {
+                                                   std::int64_t row, int head, int batch) {
   using Tile = SwizzledTile<kHeadDim>;
   mbarrier_expect_bytes(full, Tile::kBytes);
 #pragma unroll
