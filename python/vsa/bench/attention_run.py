@@ -10,7 +10,7 @@ import torch
 from .cases import Case
 from .inputs import case_inputs, select_blocks
 from .measure import add_note, backward_calls, log, progress, reason, timed_forward
-from .peers import DENSE_PEERS, SPARSE_PEERS
+from .peers import DENSE_PEERS, SPARSE_PEERS, vsa_query_rows
 from .problem import Problem
 from .reference import reference_blocks, relative_error, sample_query_blocks
 from .report import Result
@@ -44,11 +44,6 @@ REAL_ROWS_NOTE = "real query rows only (q_variable_block_sizes)"
 def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) -> list[Result]:
     blocks, input_sets, generator = case_inputs(case, DTYPES[args.dtype], device, args.seed)
     vbs = blocks.variable_block_sizes
-    # Self-attention with partial blocks (the VSA layer's case): on the CPU vsa is told the real
-    # query rows, as the layer does, so it computes no padding row, like dense attention over
-    # the real tokens. On the GPU 'vsa' computes every row, as FastVideo's kernels do, and the
-    # 'vsa-rows' peer makes the layer's call.
-    q_vbs = vbs if device.type == "cpu" and case.partial_blocks else None
     # Dense attention in the model runs over the real tokens only, not the block padding.
     dense_sets = input_sets if not case.partial_blocks else [
         tuple(t[:, :, blocks.non_pad_index] for t in s) for s in input_sets]
@@ -59,8 +54,11 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
     sparse, dense = [], []
     for topk in case.topks(keeps):
         q2k_idx, q2k_num = select_blocks(case, topk, args.selection, device, generator)
-        problem = Problem(input_sets[0], case.block_size, q2k_idx, q2k_num, vbs, q_vbs,
+        problem = Problem(input_sets[0], case.block_size, q2k_idx, q2k_num, vbs,
                           vbs if case.partial_blocks else None)
+        # Which of vsa's rows were told the real query rows (peers.vsa_query_rows).
+        told_rows = {"vsa": vsa_query_rows(problem) is not None,
+                     "vsa-rows": problem.real_query_rows is not None}
         samples = sample_query_blocks(case.batch, case.heads, case.num_blocks, args.check_blocks,
                                       torch.Generator().manual_seed(args.seed))
         reference = reference_blocks(*input_sets[0], q2k_idx, q2k_num, vbs, samples) \
@@ -74,8 +72,7 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
                                   keep=topk / case.num_blocks),
                               SPARSE_PEERS[name], problem, input_sets,
                               case.sparse_flops(topk), check, args, device)
-            told_rows = name == "vsa-rows" or (q_vbs is not None and name in ("vsa", "vsa-portable"))
-            if told_rows and result.fwd_ms is not None:
+            if told_rows.get(name, False) and result.fwd_ms is not None:
                 add_note(result, REAL_ROWS_NOTE)
             progress(result)
             sparse.append(result)

@@ -36,14 +36,21 @@ def _vsa_runner(p: Problem, q_variable_block_sizes: torch.Tensor | None) -> Runn
         q_variable_block_sizes=q_variable_block_sizes)[0])
 
 
+def vsa_query_rows(p: Problem) -> torch.Tensor | None:
+    """The real query rows 'vsa' is told: on the CPU those of a partial-block case, as the layer
+    passes them, so it computes no padding row (like dense attention over the real tokens); on
+    the GPU none, so every row is computed as FastVideo's kernels do ('vsa-rows' is told them)."""
+    return p.real_query_rows if p.device.type == "cpu" else None
+
+
 def ours(p: Problem) -> Runner:
-    return _vsa_runner(p, p.q_variable_block_sizes)
+    return _vsa_runner(p, vsa_query_rows(p))
 
 
 def ours_real_rows(p: Problem) -> Runner:
     """vsa told the real query rows of a partial block, as the VSA layer calls it: the padding
-    rows get no output and no gradient work (the dQ reductions skip them). On the GPU 'vsa'
-    computes every row, like FastVideo's kernels; on the CPU 'vsa' is already given the rows."""
+    rows get no output and no gradient work (the dQ reductions skip them). Only on the GPU: on
+    the CPU 'vsa' is already given the rows (vsa_query_rows)."""
     if p.device.type != "cuda":
         raise Unavailable("the same call as 'vsa' on the CPU")
     if p.real_query_rows is None:

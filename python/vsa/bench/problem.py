@@ -26,11 +26,8 @@ class Problem:
     q2k_idx: torch.Tensor | None = None
     q2k_num: torch.Tensor | None = None
     variable_block_sizes: torch.Tensor | None = None
-    # The real query rows of each block, when vsa is told them (q_variable_block_sizes): its
-    # padding rows are then not computed. None: every row is computed.
-    q_variable_block_sizes: torch.Tensor | None = None
     # The real query rows of each block of a self-attention case with partial blocks (None: no
-    # partial blocks), for the peer that passes them where 'vsa' does not (the GPU).
+    # partial blocks): what the VSA layer passes as q_variable_block_sizes.
     real_query_rows: torch.Tensor | None = None
 
     @property
