@@ -265,7 +265,8 @@ __device__ void select_rows(float* scores, int n_live, int first_row,
         const unsigned picked = __ballot_sync(kAll, pick[e]);
         if (pick[e])
           write_list_entry(p.q2k_idx, p.lists_are_64,
-                           (first_list_row + r) * p.topk + written[r] + __popc(picked & lower_lanes), j0 + 32 * e + lane);
+                           (first_list_row + r) * p.topk + written[r] + __popc(picked & lower_lanes),
+                           j0 + 32 * e + lane);
         written[r] += __popc(picked);
       }
     }

@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       __syncthreads();  // ... for every thread
 #pragma unroll
       for (int t = 0; t < kHeadDim / 8; ++t)
-        ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset<kHeadDim>(t, static_cast<int>(threadIdx.x)), dq[4 * t],
-                             dq[4 * t + 1], dq[4 * t + 2], dq[4 * t + 3]);
+        ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset<kHeadDim>(t, static_cast<int>(threadIdx.x)),
+                             dq[4 * t], dq[4 * t + 1], dq[4 * t + 2], dq[4 * t + 3]);
       // Reduced once the next pair starts; a tile of padding rows only (none in a real layer) is not.
       pending_bytes = dq_rows_floats<kHeadDim>(real_rows) * sizeof(float);
       pending_dq = pending_bytes > 0 ? pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum : nullptr;
