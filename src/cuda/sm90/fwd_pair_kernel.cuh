@@ -167,7 +167,7 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
     const int next_valid = valid_keys(1, next_block);
     next_block = sched.block_of(4);
     mbarrier_wait(buf.k_full(0), Smem::parity(0));
-    math.first_scores(q, buf.k(0), PairTurns{c, false});
+    math.scores_waited(q, buf.k(0), PairTurns{c, false});
     release(buf.k_empty(0));
     clear_v_padding(0, valid);
     math.softmax_into_p(valid, p.scale_log2, [] {});
@@ -189,7 +189,7 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
   }
   if (blocks > 0) {  // the last block's P·V
     mbarrier_wait(buf.v_full(blocks - 1), Smem::parity(blocks - 1));
-    math.last_pv(buf.v(blocks - 1), PairTurns{c, true});
+    math.pv_waited(buf.v(blocks - 1), PairTurns{c, true});
     release(buf.v_empty(blocks - 1));
   }
   named_barrier_sync(kPairConsumerBarrier + c, kWarpgroupThreads);  // every warp's products are done reading Q

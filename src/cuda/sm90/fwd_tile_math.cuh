@@ -7,10 +7,13 @@
 // turns S into P with the online softmax of the portable consumer (a warp of
 // a warpgroup holds its 16 rows as the m16n8 fragments that kernel uses).
 //
-// The softmax of tile t runs while P·V of tile t−1 is on the tensor cores:
-// P(t−1) waits in p_prev until that product is issued. O is rescaled by tile
-// t's new maxima in the next turn, between the issue of S(t+1) and of
-// P(t)·V(t), under S's products (FA3's order; rescale_pending).
+// Two loop orders use it. Serial (v2): S(t), the softmax, P(t)·V(t), each
+// product waited for (scores_waited, softmax_into_p, pv_waited). Overlapped
+// (v3, the 128-token-block kernel): the softmax of tile t runs while P·V of
+// tile t−1 is on the tensor cores (scores_under_pv): P(t−1) waits in p_prev
+// until that product is issued, and O is rescaled by tile t's new maxima in
+// the next turn, between the issue of S(t+1) and of P(t)·V(t), under S's
+// products (FA3's order; rescale_pending).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,11 @@ struct AnyOrder {
 
 // kRealKeysLast: a partial tile's real keys are its last ones (v2's K and V
 // tiles, loaded with their padding as the box's zero rows); else its first.
-template <class Elem, int kHeadDim, int kKeys = kTileRows, bool kRealKeysLast = false>
+// kSoftmaxUnderPv: the softmax runs while a P·V product is in flight (v3's
+// order), so its exponentials must not land in S's registers (softmax_into_p
+// says why); false for v2's serial loop, which waits for every product.
+template <class Elem, int kHeadDim, int kKeys = kTileRows, bool kRealKeysLast = false,
+          bool kSoftmaxUnderPv = kKeys == kTileRows>
 struct FwdTileMath {
   using Consumer = sm80::FwdConsumer<Elem, kHeadDim, 1, kKeys>;
   static constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
@@ -50,9 +57,9 @@ struct FwdTileMath {
   }
   __device__ float (&s_flat())[kKeys / 2] { return reinterpret_cast<float(&)[kKeys / 2]>(s); }
 
-  // Tile 0: S(0) = Q·K(0)ᵀ alone, waited for.
+  // S = Q·Kᵀ alone, waited for: every tile of a serial loop, tile 0 of an overlapped one.
   template <class Order = AnyOrder>
-  __device__ void first_scores(std::uint32_t q_tile, std::uint32_t k_tile, const Order& order = {}) {
+  __device__ void scores_waited(std::uint32_t q_tile, std::uint32_t k_tile, const Order& order = {}) {
     wgmma_fence();
     order.take();
     issue_scores(q_tile, k_tile);
@@ -79,9 +86,9 @@ struct FwdTileMath {
     wgmma_wait<0>();
     fence_registers(o());
   }
-  // After the last tile: its P·V, waited for.
+  // O += P·V, waited for: every tile of a serial loop, the last of an overlapped one.
   template <class Order = AnyOrder>
-  __device__ void last_pv(std::uint32_t v_tile, const Order& order = {}) {
+  __device__ void pv_waited(std::uint32_t v_tile, const Order& order = {}) {
     order.take();
     rescale_pending();  // also fences O and P for the product
     issue_pv(v_tile);
@@ -94,11 +101,11 @@ struct FwdTileMath {
   template <class Then>
   __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
     bool grew = false;
-    if constexpr (kKeys == kTileRows) {
+    if constexpr (kSoftmaxUnderPv) {
       // With this branch's zeros the exponentials land outside S's registers
       // and ptxas keeps `then` (the P·V wait) after them; without it they are
-      // written in place and ptxas waits for P·V before the softmax (v2's
-      // SASS, sm_90a, CUDA 13.0), which loses v2 its overlap.
+      // written in place and ptxas waits for P·V before the softmax (SASS,
+      // sm_90a, CUDA 13.0), which loses the loop its overlap.
       if (valid > 0) {
         if (valid < kKeys) mask(valid);
         grew = consumer.softmax_scores(s, scale_log2, pending_correction);
@@ -107,10 +114,10 @@ struct FwdTileMath {
         for (int i = 0; i < kKeys / 2; ++i) s_flat()[i] = 0.0f;  // no keys: P = 0
       }
     } else {
-      // A whole 128-key block: no zeroing branch (a register clear per score
-      // every block, which cost 5 %); masked keys give P = 0. The P·V wait
-      // then comes before the exponentials, so they do not run under that
-      // product (docs/kernel-notes.md: up to ~10 % left there).
+      // No zeroing branch (for a whole 128-key block a register clear per
+      // score every block cost 5 %); masked keys give P = 0. The P·V wait then
+      // comes before the exponentials, so they do not run under that product
+      // (docs/kernel-notes.md: up to ~10 % left there for 128-key blocks).
       if (valid < kKeys) mask(valid);
       grew = consumer.softmax_scores(s, scale_log2, pending_correction);
     }

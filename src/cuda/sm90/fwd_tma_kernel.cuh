@@ -1,6 +1,6 @@
 // Hopper (sm_90a) block-sparse forward, second version: the first version's
 // warpgroup and products (fwd_kernel.cuh), with the tiles brought in by the
-// TMA unit and the softmax overlapped with the tensor cores.
+// TMA unit.
 //
 // Loads: one thread (the producer role, thread 0) requests each Q, K and V
 // tile as TMA boxes at the coordinates of the listed block, completing on a
@@ -17,14 +17,15 @@
 // the caller's padding holds (0 · NaN would be NaN), and no thread touches
 // the tile. A block with vbs = 0 is one whole box of zeros.
 //
-// Overlap: at tile t the warpgroup issues S(t) = Q·K(t)ᵀ and then
-// O += P(t−1)·V(t−1), waits only for S(t), and runs the softmax of tile t
-// while the P·V product is still on the tensor cores; O is rescaled by the
-// new running max once that product is done. So V is double-buffered (V(t+1)
-// is requested as soon as P·V(t−1) has released its buffer) and K single
-// (K(t+1) is requested as soon as S(t) has read K(t), and lands under the
-// softmax). Q, K and two V buffers: 64 KB at D = 128, three CTAs per SM
-// (158 registers); four at D = 64.
+// Loop order: S(t) = Q·K(t)ᵀ, the softmax of tile t, O += P(t)·V(t), each
+// product waited for (ThunderKittens' order), so a warp holds no product in
+// flight during its softmax and needs 128 registers: four CTAs per SM at
+// both head dims, whose warps hide each other's latency. K(t+1) is requested
+// as soon as S(t) has read K(t) (it lands under the softmax and P·V), V(t+1)
+// as soon as P·V(t) has read V(t); Q, K and V: 48 KB at D = 128. Overlapping
+// the softmax with P·V(t−1) instead (FA3's order, v2 until 2026-12-02) needs
+// two V buffers and 158 registers, three CTAs per SM at D = 128, and was
+// 2-6 % slower on every shape measured (docs/kernel-notes.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,30 +45,27 @@ struct FwdTmaParams {
 };
 
 constexpr int kTmaFwdThreads = kWarpgroupThreads;
-template <int kHeadDim>
-constexpr int kTmaFwdCtasPerSm = kHeadDim == 128 ? 3 : 4;
+constexpr int kTmaFwdCtasPerSm = 4;
 
-// Where a CTA's tiles (Q, K, two V buffers) and their barriers sit in shared memory.
+// Where a CTA's tiles (Q, K, V) and their barriers sit in shared memory.
+// The K and V buffers take tile t on their fill t, so a waiter passes t & 1.
 template <int kHeadDim>
 struct FwdTmaSmem {
   using Tile = SwizzledTile<kHeadDim>;
-  static constexpr int kBytes = 4 * Tile::kBytes + 4 * 8 + 1024;  // tiles, barriers, alignment slack
-  std::uint32_t q, k, v0, q_full, k_full, v0_full;
+  static constexpr int kBytes = 3 * Tile::kBytes + 3 * 8 + 1024;  // tiles, barriers, alignment slack
+  std::uint32_t q, k, v, q_full, k_full, v_full;
   __device__ explicit FwdTmaSmem(std::uint32_t base)  // base: 1024-byte aligned
       : q(base),
         k(base + Tile::kBytes),
-        v0(base + 2 * Tile::kBytes),
-        q_full(base + 4 * Tile::kBytes),
+        v(base + 2 * Tile::kBytes),
+        q_full(base + 3 * Tile::kBytes),
         k_full(q_full + 8),
-        v0_full(q_full + 16) {}
-  // Tile j's V buffer and its barrier; fill j / 2 of that buffer, so a waiter passes (j / 2) & 1.
-  __device__ std::uint32_t v(int j) const { return v0 + static_cast<std::uint32_t>(j & 1) * Tile::kBytes; }
-  __device__ std::uint32_t v_full(int j) const { return v0_full + static_cast<std::uint32_t>(j & 1) * 8; }
-  __device__ static std::uint32_t v_parity(int j) { return static_cast<std::uint32_t>(j >> 1) & 1u; }
+        v_full(q_full + 16) {}
 };
 
 template <class Elem, int kHeadDim>
-__global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fwd_tma_kernel(const __grid_constant__ FwdTmaParams params) {
+__global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
+    fwd_tma_kernel(const __grid_constant__ FwdTmaParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const FwdKernelParams& p = params.p;
   const FwdTensorMaps& maps = params.maps;
@@ -88,8 +86,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
     prefetch_tensor_map(maps.v);
     mbarrier_init(buf.q_full, 1);
     mbarrier_init(buf.k_full, 1);
-    mbarrier_init(buf.v_full(0), 1);
-    mbarrier_init(buf.v_full(1), 1);
+    mbarrier_init(buf.v_full, 1);
     mbarrier_init_fence();
   }
   __syncthreads();  // the barriers are initialized before anyone waits on them
@@ -107,51 +104,33 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm<kHeadDim>) fw
   const auto request_k = [&](const KeyTile& tile) {
     request_key_tile<kHeadDim>(buf.k, buf.k_full, maps.k, tile.key, kv_head, batch, kTileRows - tile.valid);
   };
-  const auto request_v = [&](int j, const KeyTile& tile) {
-    request_key_tile<kHeadDim>(buf.v(j), buf.v_full(j), maps.v, tile.key, kv_head, batch, kTileRows - tile.valid);
+  const auto request_v = [&](const KeyTile& tile) {
+    request_key_tile<kHeadDim>(buf.v, buf.v_full, maps.v, tile.key, kv_head, batch, kTileRows - tile.valid);
   };
-  if (producer) {  // Q, K(0), and V(0) and V(1) into the two V buffers
+  KeyTile tile = key_tile(0);  // with no tiles: block 0 (block_of), never used
+  if (producer) {  // Q, K(0), V(0)
     request_query_tile<kHeadDim>(buf.q, buf.q_full, maps.q, sched.first_query_row(), sched.head(), batch);
-    for (int j = 0; j < 2 && j < num_tiles; ++j) {
-      const KeyTile tile = key_tile(j);
-      if (j == 0) request_k(tile);
-      request_v(j, tile);
+    if (num_tiles > 0) {
+      request_k(tile);
+      request_v(tile);
     }
   }
 
-  FwdTileMath<Elem, kHeadDim, kTileRows, true> math(static_cast<int>(threadIdx.x) / 32);
-  const auto wait_v = [&](int j) { mbarrier_wait(buf.v_full(j), FwdTmaSmem<kHeadDim>::v_parity(j)); };
-  // After S(t) has read K(t) (all warps): K(t+1) into the one K buffer.
-  const auto after_scores = [&](int t, const KeyTile& next) {
-    __syncthreads();
-    if (producer && t + 1 < num_tiles) request_k(next);
-  };
-  KeyTile tile = key_tile(0);  // with no tiles: block 0 (block_of), never used
+  FwdTileMath<Elem, kHeadDim, kTileRows, true, false> math(static_cast<int>(threadIdx.x) / 32);
   mbarrier_wait(buf.q_full, 0);  // also before the epilogue stages O over Q, with no tiles
-  if (num_tiles > 0) {  // tile 0: no product in flight yet
-    const KeyTile next = key_tile(1);
-    mbarrier_wait(buf.k_full, 0);
-    math.first_scores(buf.q, buf.k);
-    after_scores(0, next);
-    math.softmax_into_p(tile.valid, p.scale_log2, [] {});
-    tile = next;
-  }
-  for (int t = 1; t < num_tiles; ++t) {
+  for (int t = 0; t < num_tiles; ++t) {
     const KeyTile next = key_tile(t + 1);
-    mbarrier_wait(buf.k_full, static_cast<std::uint32_t>(t) & 1u);
-    wait_v(t - 1);
-    math.scores_under_pv(buf.q, buf.k, buf.v(t - 1));
-    after_scores(t, next);
-    math.softmax_into_p(tile.valid, p.scale_log2, [&] {
-      math.wait_pv();
-      __syncthreads();  // every warp's P·V(t−1) has read V(t−1): its buffer takes V(t+1)
-      if (producer && t + 1 < num_tiles) request_v(t + 1, next);
-    });
+    const std::uint32_t parity = static_cast<std::uint32_t>(t) & 1u;
+    mbarrier_wait(buf.k_full, parity);
+    math.scores_waited(buf.q, buf.k);
+    __syncthreads();  // every warp's S(t) has read K(t): the buffer takes K(t+1)
+    if (producer && t + 1 < num_tiles) request_k(next);
+    math.softmax_into_p(tile.valid, p.scale_log2, [] {});
+    mbarrier_wait(buf.v_full, parity);
+    math.pv_waited(buf.v);
+    __syncthreads();  // every warp's P·V(t) has read V(t): the buffer takes V(t+1)
+    if (producer && t + 1 < num_tiles) request_v(next);
     tile = next;
-  }
-  if (num_tiles > 0) {  // the last tile's P·V
-    wait_v(num_tiles - 1);
-    math.last_pv(buf.v(num_tiles - 1));
   }
   __syncthreads();  // every warp's products are done reading Q and V
   // Every product that read Q is done (the loop's barriers, or no tiles), and

@@ -153,7 +153,7 @@ __device__ void consume(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
     if (num_tiles > 0) {  // tile 0: no product in flight yet
       const std::int64_t next_block = sched.block_of(1);
       wait_full(Ring::kK, 0);
-      math.first_scores(q, k_of(0));
+      math.scores_waited(q, k_of(0));
       release(Ring::kK, 0);
       const int valid = sched.valid_keys(0, block);
       clear_v_padding(0, valid);
@@ -176,7 +176,7 @@ __device__ void consume(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
     }
     if (num_tiles > 0) {  // the last tile's P·V
       wait_full(Ring::kV, num_tiles - 1);
-      math.last_pv(v_of(num_tiles - 1));
+      math.pv_waited(v_of(num_tiles - 1));
       release(Ring::kV, num_tiles - 1);
     }
     named_barrier_sync(barrier, kWarpgroupThreads);  // every warp's products are done reading Q
