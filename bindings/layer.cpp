@@ -28,6 +28,25 @@ void run_block_mean(const InArray& x, const InArray& valid_counts, const OutArra
   block_mean(p);
 }
 
+void run_block_means(const InArray& q, const InArray& k, const InArray& v, const InArray& q_counts,
+                     const InArray& kv_counts, const OutArray& q_mean, const OutArray& k_mean,
+                     const OutArray& v_mean, const std::string& layout, std::uintptr_t stream) {
+  const auto part = [&](const InArray& x, const InArray& counts, const OutArray& mean, const char* name) {
+    const std::string prefix(name);
+    BlockMeanParams p;
+    p.x = to_tensor_ref(x, (prefix + "x").c_str());
+    p.valid_counts = to_tensor_ref(counts, (prefix + "valid_counts").c_str());
+    p.mean = to_tensor_ref(mean, (prefix + "mean").c_str());
+    p.layout = to_layout(layout);
+    p.stream = as_stream(stream);
+    return p;
+  };
+  const BlockMeansParams p{part(q, q_counts, q_mean, "q."), part(k, kv_counts, k_mean, "k."),
+                           part(v, kv_counts, v_mean, "v.")};
+  nb::gil_scoped_release no_gil;
+  block_means(p);
+}
+
 void run_block_mean_backward(const InArray& dmean, const InArray& valid_counts, const OutArray& dx,
                              const std::string& layout, std::uintptr_t stream) {
   BlockMeanBackwardParams p;
@@ -93,6 +112,10 @@ void bind_layer(nb::module_& m) {
   m.def("block_mean", &run_block_mean, "x"_a, "valid_counts"_a, "mean"_a, "layout"_a, "stream"_a,
         "Means of x [B, H, S, D] over the valid tokens of each of its len(valid_counts) blocks "
         "into the caller's float32 `mean` [B, H, N, D].");
+  m.def("block_means", &run_block_means, "q"_a, "k"_a, "v"_a, "q_counts"_a, "kv_counts"_a, "q_mean"_a,
+        "k_mean"_a, "v_mean"_a, "layout"_a, "stream"_a,
+        "block_mean of q (over q_counts) and of k and v (over kv_counts) in one call (on CUDA one "
+        "launch), into the caller's float32 means.");
   m.def("block_mean_backward", &run_block_mean_backward, "dmean"_a, "valid_counts"_a, "dx"_a,
         "layout"_a, "stream"_a,
         "The gradient of block_mean into the caller's `dx` (x's shape): dmean / count on "

@@ -1,7 +1,7 @@
 // The stages of the VSA layer (docs/layer.md) around the fine block-sparse
 // attention of vsa/attention.hpp, as C++ entry points:
 //
-//   means   = block_mean(q), block_mean(k), block_mean(v)       float32 [B, H, N, D]
+//   means   = block_means(q, k, v)                             float32 [B, H, N, D] each
 //   coarse, q2k_idx, q2k_num = coarse_stage(means)             dense attention over the
 //                                                              means + top-k block lists
 //   fine    = forward(q, k, v, q2k_idx, q2k_num, vbs)          vsa/attention.hpp
@@ -33,6 +33,16 @@ struct BlockMeanParams {
   void* stream = nullptr;
 };
 void block_mean(const BlockMeanParams& params);
+
+// block_mean of the layer's q, k and v in one call: on CUDA one launch, since
+// a block_mean launch fills less than one wave of the GPU and three launches
+// ramp down three times (100 against 87 µs on Wan 480p; docs/kernel-notes.md).
+// Each mean is block_mean's, bit for bit. The three tensors share a device,
+// a dtype and a stream (each part's `stream`).
+struct BlockMeansParams {
+  BlockMeanParams q, k, v;
+};
+void block_means(const BlockMeansParams& params);
 
 // The gradient of block_mean: dx = dmean / count on each valid token, 0 on
 // pad tokens and on every token of an empty block.

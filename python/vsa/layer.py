@@ -42,7 +42,7 @@ from torch import Tensor
 from vsa._args import LAYOUTS, invalid_argument, scale_argument
 from vsa._tensors import expect_same_device, index_tensor, optional_index_tensor, optional_tensors
 from vsa.attention import block_sparse_attn
-from vsa.layer_ops import _block_mean, _coarse_stage, _fine_stage_gated, _gate_combine
+from vsa.layer_ops import _block_means, _coarse_stage, _fine_stage_gated, _gate_combine
 from vsa.layer_training import training_layer
 
 
@@ -50,9 +50,7 @@ def block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor,
                 variable_block_sizes: Tensor, *, layout: str = "bhsd") -> tuple[Tensor, Tensor, Tensor]:
     """float32 means [B, H, N, D] of q (over q_variable_block_sizes) and of k, v (over
     variable_block_sizes), whatever the layout; differentiable."""
-    return (_block_mean(q, q_variable_block_sizes, layout),
-            _block_mean(k, variable_block_sizes, layout),
-            _block_mean(v, variable_block_sizes, layout))
+    return _block_means(q, k, v, q_variable_block_sizes, variable_block_sizes, layout)
 
 
 def coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,

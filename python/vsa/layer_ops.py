@@ -1,7 +1,8 @@
 """The VSA layer's stages as torch custom ops (fake kernels, autograd, no host sync):
 
 - ``vsa::block_mean``: float32 block means over valid tokens; its backward is
-  ``vsa::block_mean_backward``.
+  ``vsa::block_mean_backward``. ``vsa::block_means``: those of q, k and v in one
+  call (on CUDA one launch), as the layer takes them.
 - ``vsa::coarse_stage``: dense attention over the means plus each row's top-k
   block lists; its backward is dense attention's, written in torch ops on the
   [B, H, N, D] means (small next to the fine stage). The lists are not
@@ -84,6 +85,41 @@ def _block_mean_grad(ctx, dmean):
 
 
 _block_mean.register_autograd(_block_mean_grad, setup_context=_block_mean_setup)
+
+
+@torch.library.custom_op("vsa::block_means", mutates_args=())
+def _block_means(q: Tensor, k: Tensor, v: Tensor, q_counts: Tensor, kv_counts: Tensor,
+                 layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    """vsa::block_mean of q, k and v in one call (on CUDA one launch), bit for bit."""
+    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
+    means = (_new_means(q, q_counts.numel(), layout), _new_means(k, kv_counts.numel(), layout),
+             _new_means(v, kv_counts.numel(), layout))
+    launch(_C.block_means, (q, k, v, q_counts, kv_counts), means, layout)
+    return means
+
+
+@_block_means.register_fake
+def _block_means_fake(q, k, v, q_counts, kv_counts, layout):
+    return (_new_means(q, q_counts.numel(), layout), _new_means(k, kv_counts.numel(), layout),
+            _new_means(v, kv_counts.numel(), layout))
+
+
+def _block_means_setup(ctx, inputs, output):
+    q, k, v, q_counts, kv_counts, layout = inputs
+    ctx.save_for_backward(q_counts, kv_counts)
+    ctx.shapes = [list(x.shape) for x in (q, k, v)]
+    ctx.dtypes, ctx.layout = [x.dtype for x in (q, k, v)], layout
+
+
+def _block_means_grad(ctx, dq_mean, dk_mean, dv_mean):
+    q_counts, kv_counts = ctx.saved_tensors
+    grads = [None if d is None else _block_mean_backward(d, counts, shape, dtype, ctx.layout)
+             for d, counts, shape, dtype in zip((dq_mean, dk_mean, dv_mean), (q_counts, kv_counts, kv_counts),
+                                                ctx.shapes, ctx.dtypes)]
+    return (*grads, None, None, None)
+
+
+_block_means.register_autograd(_block_means_grad, setup_context=_block_means_setup)
 
 
 # ---- coarse stage ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from vsa.attention import _backward, _forward
-from vsa.layer_ops import (_block_mean, _coarse_stage, _gate_combine, _gate_combine_backward,
+from vsa.layer_ops import (_block_means, _coarse_stage, _gate_combine, _gate_combine_backward,
                            coarse_stage_backward)
 
 
@@ -27,7 +27,7 @@ class _TrainingLayer(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, gate: Optional[Tensor], variable_block_sizes: Tensor,
                 q_variable_block_sizes: Tensor, topk: int, scale: float, layout: str, deterministic: bool):
         vbs, q_vbs = variable_block_sizes, q_variable_block_sizes
-        means = (_block_mean(q, q_vbs, layout), _block_mean(k, vbs, layout), _block_mean(v, vbs, layout))
+        means = _block_means(q, k, v, q_vbs, vbs, layout)
         coarse, q2k_idx, q2k_num = _coarse_stage(*means, vbs, topk, scale)
         fine, lse = _forward(q, k, v, q2k_idx, q2k_num, vbs, q_vbs, scale, True, layout, deterministic)
         out = _gate_combine(fine, coarse, gate, layout)

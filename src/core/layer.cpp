@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "core/check.hpp"
 #include "core/layout.hpp"
@@ -81,15 +82,18 @@ void check_count_values(const TensorRef& counts, const char* name, std::int64_t 
 }
 
 // The means of a sequence tensor `x`: counts [N] with N dividing S, and the
-// float32 block tensor [B, H, N, D]. Returns blk.
+// float32 block tensor [B, H, N, D]. Returns blk. `part` prefixes every
+// argument name ("k." in block_means; empty in block_mean).
 std::int64_t check_block_tensors(const TensorRef& x, const char* x_name, const TensorRef& counts,
-                                 const TensorRef& blocks, const char* blocks_name, Layout layout) {
+                                 const TensorRef& blocks, const char* blocks_name, Layout layout,
+                                 const std::string& part = "") {
+  const std::string xs = part + x_name, counts_name = part + "valid_counts", blocks_s = part + blocks_name;
   expect_layout(layout);
-  const HeadView v = layer_sequence(x, x_name, layout);
-  expect_int_vector(counts, "valid_counts", x, x_name);
-  const std::int64_t block = tokens_per_block(v, counts.shape[0], "valid_counts.shape");
-  expect_f32(blocks, blocks_name, x, x_name, {v.batch, v.heads, counts.shape[0], v.dim});
-  if (x.device == Device::cpu) check_count_values(counts, "valid_counts", block);
+  const HeadView v = layer_sequence(x, xs.c_str(), layout);
+  expect_int_vector(counts, counts_name.c_str(), x, xs.c_str());
+  const std::int64_t block = tokens_per_block(v, counts.shape[0], counts_name + ".shape");
+  expect_f32(blocks, blocks_s.c_str(), x, xs.c_str(), {v.batch, v.heads, counts.shape[0], v.dim});
+  if (x.device == Device::cpu) check_count_values(counts, counts_name.c_str(), block);
   return block;
 }
 
@@ -114,6 +118,22 @@ void block_mean(const BlockMeanParams& p) {
     cpu::block_mean(p);
   else
     cuda::block_mean(p);
+}
+
+void block_means(const BlockMeansParams& p) {
+  const std::pair<const BlockMeanParams*, std::string> parts[] = {{&p.q, "q."}, {&p.k, "k."}, {&p.v, "v."}};
+  for (const auto& [part, name] : parts) {
+    check_block_tensors(part->x, "x", part->valid_counts, part->mean, "mean", part->layout, name);
+    if (part == &p.q) continue;
+    expect_same_device(part->x, (name + "x").c_str(), p.q.x, "q.x");
+    expect_dtype(part->x, (name + "x").c_str(), p.q.x.dtype);
+    if (part->stream != p.q.stream) fail(name + "stream", "q.stream", "another stream");
+  }
+  if (p.q.x.device == Device::cpu) {
+    for (const auto& [part, name] : parts) cpu::block_mean(*part);
+  } else {
+    cuda::block_means(p);
+  }
 }
 
 void block_mean_backward(const BlockMeanBackwardParams& p) {

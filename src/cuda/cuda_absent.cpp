@@ -36,6 +36,7 @@ void pack_varlen_index(const TensorRef&, const TensorRef&, const TensorRef&, con
 }
 
 void block_mean(const BlockMeanParams&) { no_cuda(); }
+void block_means(const BlockMeansParams&) { no_cuda(); }
 void block_mean_backward(const BlockMeanBackwardParams&) { no_cuda(); }
 void coarse_stage(const CoarseStageParams&, float) { no_cuda(); }
 void gate_combine(const GateCombineParams&) { no_cuda(); }

@@ -40,6 +40,7 @@ void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, con
 
 // The VSA layer's stages (layer/*.cu).
 void block_mean(const BlockMeanParams& p);
+void block_means(const BlockMeansParams& p);
 void block_mean_backward(const BlockMeanBackwardParams& p);
 void coarse_stage(const CoarseStageParams& p, float scale);
 void gate_combine(const GateCombineParams& p);

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "support/expect_error.hpp"
@@ -57,6 +58,37 @@ TEST_P(BlockMean, IsTheFloat64MeanOfTheValidTokensRoundedOnce) {
           const float want = counts[n] ? static_cast<float>(sum / static_cast<double>(counts[n])) : 0.0f;
           ASSERT_EQ(mean.get(mean.flat_index(b, h, n, d)), want) << "block " << n << " count " << counts[n];
         }
+}
+
+TEST_P(BlockMean, ThreeInOneCallAreEachBlockMeanBitForBit) {
+  const auto [dtype, layout, block, dim] = GetParam();
+  std::mt19937_64 rng(next_seed());
+  const std::int64_t blocks = 4;
+  const SequenceShape q_shape{2, 4, blocks * block, dim, layout}, kv_shape{2, 2, blocks * block, dim, layout};
+  HostTensor q = sequence_tensor(dtype, q_shape);
+  HostTensor k = sequence_tensor(dtype, kv_shape), v = sequence_tensor(dtype, kv_shape);
+  for (HostTensor* x : {&q, &k, &v}) x->fill_random(rng);
+  const HostTensor q_counts = int_vector(DType::i32, mixed_counts(rng, blocks, block));
+  const HostTensor kv_counts = int_vector(DType::i64, mixed_counts(rng, blocks, block));
+  const auto means_of = [&](const SequenceShape& s) {
+    HostTensor m(DType::f32, {s.batch, s.heads, blocks, dim});
+    m.poison();
+    return m;
+  };
+  HostTensor q_mean = means_of(q_shape), k_mean = means_of(kv_shape), v_mean = means_of(kv_shape);
+  HostTensor q_want = means_of(q_shape), k_want = means_of(kv_shape), v_want = means_of(kv_shape);
+
+  block_means({{q.ref(), q_counts.ref(), q_mean.ref(), layout, nullptr},
+               {k.ref(), kv_counts.ref(), k_mean.ref(), layout, nullptr},
+               {v.ref(), kv_counts.ref(), v_mean.ref(), layout, nullptr}});
+  block_mean({q.ref(), q_counts.ref(), q_want.ref(), layout, nullptr});
+  block_mean({k.ref(), kv_counts.ref(), k_want.ref(), layout, nullptr});
+  block_mean({v.ref(), kv_counts.ref(), v_want.ref(), layout, nullptr});
+
+  for (const auto& [got, want] : {std::pair{&q_mean, &q_want}, {&k_mean, &k_want}, {&v_mean, &v_want}}) {
+    EXPECT_TRUE(got->written_exactly_view());
+    EXPECT_TRUE(got->same_bytes(*want));
+  }
 }
 
 TEST_P(BlockMean, GradientIsSpreadOverTheValidTokens) {
@@ -384,6 +416,24 @@ TEST(LayerRejects, BadArguments) {
   const HostTensor narrow = sequence_tensor(DType::bf16, {1, 2, 128, 32});
   expect_error_on("x.shape", [&] { block_mean({narrow.ref(), counts.ref(), mean.ref()}); });
   EXPECT_TRUE(mean.untouched());
+
+  // block_means names the part, and writes none of the three means.
+  HostTensor k_mean(DType::f32, {1, 2, 2, 64}), v_mean(DType::f32, {1, 2, 2, 64});
+  k_mean.poison();
+  v_mean.poison();
+  const HostTensor f16_x = sequence_tensor(DType::f16, shape);
+  const auto means = [&](const TensorRef& q_counts, const TensorRef& k_x, void* v_stream) {
+    return BlockMeansParams{{x.ref(), q_counts, mean.ref()},
+                            {k_x, counts.ref(), k_mean.ref()},
+                            {x.ref(), counts.ref(), v_mean.ref(), Layout::bhsd, v_stream}};
+  };
+  expect_error_on("q.valid_counts", [&] { block_means(means(too_many.ref(), x.ref(), nullptr)); });
+  expect_error_on("k.x.dtype", [&] { block_means(means(counts.ref(), f16_x.ref(), nullptr)); });
+  int other_stream = 0;
+  expect_error_on("v.stream", [&] { block_means(means(counts.ref(), x.ref(), &other_stream)); });
+  EXPECT_TRUE(mean.untouched());
+  EXPECT_TRUE(k_mean.untouched());
+  EXPECT_TRUE(v_mean.untouched());
 
   CoarseProblem p;
   p.build(rng);

@@ -154,12 +154,27 @@ def test_fused_stage_function_equals_the_two_stages(gen):
             assert torch.equal(fused, gate_combine(fine, coarse, gate, layout="bshd"))
 
 
+def test_block_means_is_three_block_mean_calls_in_one_with_their_gradients(gen):
+    p = draw_layer_problem(gen, heads=4, kv_heads=2, dtype=torch.float32, layout="bshd")
+    leaves = [t.clone().requires_grad_() for t in (p.q, p.k, p.v)]
+    means = block_means(*leaves, p.q_vbs, p.vbs, layout="bshd")
+    singles = [torch.ops.vsa.block_mean(t, c, "bshd") for t, c in zip(leaves, (p.q_vbs, p.vbs, p.vbs))]
+    for got, want in zip(means, singles):
+        assert torch.equal(got, want)
+    weights = [torch.randn(m.shape, generator=gen) for m in means]
+    grads = torch.autograd.grad(sum((m * w).sum() for m, w in zip(means, weights)), leaves)
+    want = torch.autograd.grad(sum((m * w).sum() for m, w in zip(singles, weights)), leaves)
+    for got, expected in zip(grads, want):
+        assert torch.equal(got, expected)
+
+
 def test_stages_compose_to_the_layer(gen):
     p = draw_layer_problem(gen, heads=4, kv_heads=2, dtype=torch.bfloat16)
     q_mean, k_mean, v_mean = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs)
     # Means: float64 sums of the 16-bit tokens, rounded once to float32.
     assert torch.equal(q_mean, reference_means(p.q, p.q_vbs, 64).float())
     assert torch.equal(k_mean, reference_means(p.k, p.vbs, 64).float())
+    assert torch.equal(v_mean, reference_means(p.v, p.vbs, 64).float())
     coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, p.vbs, p.topk)
     fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, q_variable_block_sizes=p.q_vbs)
     out = gate_combine(fine, coarse, p.gate)

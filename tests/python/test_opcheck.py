@@ -113,6 +113,11 @@ def block_mean_samples(gen, device):
         yield (p.q.clone().requires_grad_(), p.q_vbs, p.layout)
 
 
+def block_means_samples(gen, device):
+    for p in _layer_problems(gen, device):
+        yield (*(t.clone().requires_grad_() for t in (p.q, p.k, p.v)), p.q_vbs, p.vbs, p.layout)
+
+
 def block_mean_backward_samples(gen, device):
     for p in _layer_problems(gen, device):
         mean = torch.ops.vsa.block_mean(p.q, p.q_vbs, p.layout)
@@ -156,6 +161,7 @@ SAMPLES = {
     "topk_to_index": topk_to_index_samples,
     "pack_varlen_index": pack_varlen_index_samples,
     "block_mean": block_mean_samples,
+    "block_means": block_means_samples,
     "block_mean_backward": block_mean_backward_samples,
     "coarse_stage": coarse_stage_samples,
     "gate_combine": gate_combine_samples,

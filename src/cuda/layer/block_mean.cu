@@ -7,6 +7,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "core/layer_arithmetic.hpp"
 #include "core/layout.hpp"
@@ -40,10 +43,24 @@ struct MeanParams {
 // waves, and reached 2.83 TB/s (bench/results/2026-12-01-h200-ce77c36).
 constexpr int kUnroll = 4;
 
+// The means of up to three tensors in one launch (block_means: a launch of
+// one tensor fills less than one wave, so three ramp down three times). Part
+// i takes the CTAs from first_cta[i] on, one thread per 8 columns of a block.
+constexpr int kMaxMeanParts = 3;
+struct MeanParts {
+  MeanParams part[kMaxMeanParts];
+  std::int64_t work[kMaxMeanParts];  // threads with work in each part
+  unsigned first_cta[kMaxMeanParts];
+  int count;
+};
+
 template <class Elem>
-__global__ void __launch_bounds__(kThreads, 4) block_mean_kernel(const MeanParams p, std::int64_t work) {
-  const std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (index >= work) return;
+__global__ void __launch_bounds__(kThreads, 4) block_mean_kernel(const MeanParts parts) {
+  int i = 0;
+  while (i + 1 < parts.count && blockIdx.x >= parts.first_cta[i + 1]) ++i;
+  const MeanParams& p = parts.part[i];
+  const std::int64_t index = static_cast<std::int64_t>(blockIdx.x - parts.first_cta[i]) * blockDim.x + threadIdx.x;
+  if (index >= parts.work[i]) return;
   const int group = static_cast<int>(index % p.groups);
   const std::int64_t item = index / p.groups;  // (batch, head, block)
   const int n = static_cast<int>(item % p.blocks);
@@ -116,22 +133,39 @@ MeanParams mean_params(const TensorRef& x, const TensorRef& counts, Layout layou
   return p;
 }
 
+// One launch for every part; the core checked that they share a device, dtype and stream.
+void launch_means(std::initializer_list<std::pair<const BlockMeanParams*, const char*>> list) {
+  MeanParts parts{};
+  unsigned ctas = 0;
+  for (const auto& [params, name] : list) {
+    const std::string prefix(name);
+    layer::require_kernel_rows(params->x, (prefix + "x").c_str(), params->layout);
+    layer::require_aligned_blocks(params->mean, (prefix + "mean").c_str());
+    MeanParams& p = parts.part[parts.count];
+    p = mean_params(params->x, params->valid_counts, params->layout);
+    p.x = params->x.data;
+    p.mean = static_cast<float*>(params->mean.data);
+    parts.work[parts.count] = params->mean.numel() / 8;
+    parts.first_cta[parts.count] = ctas;
+    ctas += ctas_for(parts.work[parts.count]);
+    ++parts.count;
+  }
+  const BlockMeanParams& first = *list.begin()->first;
+  const DeviceGuard device(first.x.device_index);
+  const auto stream = static_cast<cudaStream_t>(first.stream);
+  if (first.x.dtype == DType::bf16)
+    block_mean_kernel<__nv_bfloat16><<<ctas, kThreads, 0, stream>>>(parts);
+  else
+    block_mean_kernel<__half><<<ctas, kThreads, 0, stream>>>(parts);
+  check_launch("block_mean_kernel");
+}
+
 }  // namespace
 
-void block_mean(const BlockMeanParams& params) {
-  layer::require_kernel_rows(params.x, "x", params.layout);
-  layer::require_aligned_blocks(params.mean, "mean");
-  MeanParams p = mean_params(params.x, params.valid_counts, params.layout);
-  p.x = params.x.data;
-  p.mean = static_cast<float*>(params.mean.data);
-  const std::int64_t work = params.mean.numel() / 8;
-  const DeviceGuard device(params.x.device_index);
-  const auto stream = static_cast<cudaStream_t>(params.stream);
-  if (params.x.dtype == DType::bf16)
-    block_mean_kernel<__nv_bfloat16><<<ctas_for(work), kThreads, 0, stream>>>(p, work);
-  else
-    block_mean_kernel<__half><<<ctas_for(work), kThreads, 0, stream>>>(p, work);
-  check_launch("block_mean_kernel");
+void block_mean(const BlockMeanParams& params) { launch_means({{&params, ""}}); }
+
+void block_means(const BlockMeansParams& params) {
+  launch_means({{&params.q, "q."}, {&params.k, "k."}, {&params.v, "v."}});
 }
 
 void block_mean_backward(const BlockMeanBackwardParams& params) {
