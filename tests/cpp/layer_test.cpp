@@ -11,7 +11,6 @@
 #include <random>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "support/expect_error.hpp"
@@ -63,31 +62,16 @@ TEST_P(BlockMean, IsTheFloat64MeanOfTheValidTokensRoundedOnce) {
 TEST_P(BlockMean, ThreeInOneCallAreEachBlockMeanBitForBit) {
   const auto [dtype, layout, block, dim] = GetParam();
   std::mt19937_64 rng(next_seed());
-  const std::int64_t blocks = 4;
-  const SequenceShape q_shape{2, 4, blocks * block, dim, layout}, kv_shape{2, 2, blocks * block, dim, layout};
-  HostTensor q = sequence_tensor(dtype, q_shape);
-  HostTensor k = sequence_tensor(dtype, kv_shape), v = sequence_tensor(dtype, kv_shape);
-  for (HostTensor* x : {&q, &k, &v}) x->fill_random(rng);
-  const HostTensor q_counts = int_vector(DType::i32, mixed_counts(rng, blocks, block));
-  const HostTensor kv_counts = int_vector(DType::i64, mixed_counts(rng, blocks, block));
-  const auto means_of = [&](const SequenceShape& s) {
-    HostTensor m(DType::f32, {s.batch, s.heads, blocks, dim});
-    m.poison();
-    return m;
-  };
-  HostTensor q_mean = means_of(q_shape), k_mean = means_of(kv_shape), v_mean = means_of(kv_shape);
-  HostTensor q_want = means_of(q_shape), k_want = means_of(kv_shape), v_want = means_of(kv_shape);
+  MeansProblem p(rng, dtype, layout, block, dim, 4);
+  std::vector<HostTensor> got = p.poisoned_means(), want = p.poisoned_means();
 
-  block_means({{q.ref(), q_counts.ref(), q_mean.ref(), layout, nullptr},
-               {k.ref(), kv_counts.ref(), k_mean.ref(), layout, nullptr},
-               {v.ref(), kv_counts.ref(), v_mean.ref(), layout, nullptr}});
-  block_mean({q.ref(), q_counts.ref(), q_want.ref(), layout, nullptr});
-  block_mean({k.ref(), kv_counts.ref(), k_want.ref(), layout, nullptr});
-  block_mean({v.ref(), kv_counts.ref(), v_want.ref(), layout, nullptr});
+  block_means(block_means_params(p.refs(got), layout));
+  const BlockMeansParams each = block_means_params(p.refs(want), layout);
+  for (const BlockMeanParams* part : {&each.q, &each.k, &each.v}) block_mean(*part);
 
-  for (const auto& [got, want] : {std::pair{&q_mean, &q_want}, {&k_mean, &k_want}, {&v_mean, &v_want}}) {
-    EXPECT_TRUE(got->written_exactly_view());
-    EXPECT_TRUE(got->same_bytes(*want));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i].written_exactly_view()) << "part " << i;
+    EXPECT_TRUE(got[i].same_bytes(want[i])) << "part " << i;
   }
 }
 

@@ -99,32 +99,14 @@ TEST_P(CudaBlockMean, MeansAndGradientBitIdenticalToCpu) {
 TEST_P(CudaBlockMean, ThreeInOneLaunchBitIdenticalToCpu) {
   const auto [dtype, layout, block, dim] = GetParam();
   std::mt19937_64 rng(next_seed());
-  const std::int64_t blocks = 5;
-  const SequenceShape q_shape{2, 4, blocks * block, dim, layout}, kv_shape{2, 2, blocks * block, dim, layout};
-  HostTensor q = sequence_tensor(dtype, q_shape);
-  HostTensor k = sequence_tensor(dtype, kv_shape), v = sequence_tensor(dtype, kv_shape);
-  for (HostTensor* x : {&q, &k, &v}) x->fill_random(rng);
-  HostTensor q_counts = int_vector(DType::i32, mixed_counts(rng, blocks, block));
-  HostTensor kv_counts = int_vector(DType::i64, mixed_counts(rng, blocks, block));
-  const auto means_of = [&](const SequenceShape& s) {
-    HostTensor m(DType::f32, {s.batch, s.heads, blocks, dim});
-    m.poison();
-    return m;
-  };
-  HostTensor q_mean = means_of(q_shape), k_mean = means_of(kv_shape), v_mean = means_of(kv_shape);
-  HostTensor q_want = means_of(q_shape), k_want = means_of(kv_shape), v_want = means_of(kv_shape);
-  block_mean({q.ref(), q_counts.ref(), q_want.ref(), layout, nullptr});
-  block_mean({k.ref(), kv_counts.ref(), k_want.ref(), layout, nullptr});
-  block_mean({v.ref(), kv_counts.ref(), v_want.ref(), layout, nullptr});
-  on_device({&q, &k, &v, &q_counts, &kv_counts, &q_mean, &k_mean, &v_mean}, [&](const std::vector<TensorRef>& r) {
-    block_means({{r[0], r[3], r[5], layout, nullptr},
-                 {r[1], r[4], r[6], layout, nullptr},
-                 {r[2], r[4], r[7], layout, nullptr}});
-  });
-  for (const auto& [got, want, name] : {std::tuple{&q_mean, &q_want, "q_mean"}, {&k_mean, &k_want, "k_mean"},
-                                        {&v_mean, &v_want, "v_mean"}}) {
-    EXPECT_TRUE(got->written_exactly_view()) << name;
-    expect_identical(*got, *want, name);
+  MeansProblem p(rng, dtype, layout, block, dim, 5);
+  std::vector<HostTensor> got = p.poisoned_means(), want = p.poisoned_means();
+  const BlockMeansParams each = block_means_params(p.refs(want), layout);
+  for (const BlockMeanParams* part : {&each.q, &each.k, &each.v}) block_mean(*part);
+  on_device(p.tensors(got), [&](const std::vector<TensorRef>& r) { block_means(block_means_params(r, layout)); });
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i].written_exactly_view()) << "part " << i;
+    expect_identical(got[i], want[i], "mean");
   }
 }
 

@@ -38,6 +38,42 @@ std::vector<std::int64_t> mixed_counts(std::mt19937_64& rng, std::int64_t blocks
   return counts;
 }
 
+MeansProblem::MeansProblem(std::mt19937_64& rng, DType dtype, Layout layout_, int block, int dim, std::int64_t blocks)
+    : layout(layout_),
+      q(sequence_tensor(dtype, {2, 4, blocks * block, dim, layout_})),
+      k(sequence_tensor(dtype, {2, 2, blocks * block, dim, layout_})),
+      v(sequence_tensor(dtype, {2, 2, blocks * block, dim, layout_})),
+      q_counts(int_vector(DType::i32, mixed_counts(rng, blocks, block))),
+      kv_counts(int_vector(DType::i64, mixed_counts(rng, blocks, block))) {
+  for (HostTensor* x : {&q, &k, &v}) x->fill_random(rng);
+}
+
+std::vector<HostTensor> MeansProblem::poisoned_means() const {
+  std::vector<HostTensor> means;
+  for (const auto& [x, counts] : {std::pair{&q, &q_counts}, {&k, &kv_counts}, {&v, &kv_counts}}) {
+    const std::int64_t heads = x->shape()[layout == Layout::bhsd ? 1 : 2];
+    means.emplace_back(DType::f32, std::vector<std::int64_t>{x->shape()[0], heads, counts->numel(), x->shape()[3]});
+    means.back().poison();
+  }
+  return means;
+}
+
+std::vector<HostTensor*> MeansProblem::tensors(std::vector<HostTensor>& means) {
+  return {&q, &k, &v, &q_counts, &kv_counts, &means[0], &means[1], &means[2]};
+}
+
+std::vector<TensorRef> MeansProblem::refs(std::vector<HostTensor>& means) {
+  std::vector<TensorRef> r;
+  for (const HostTensor* t : tensors(means)) r.push_back(t->ref());
+  return r;
+}
+
+BlockMeansParams block_means_params(const std::vector<TensorRef>& r, Layout layout) {
+  return {{r[0], r[3], r[5], layout, nullptr},
+          {r[1], r[4], r[6], layout, nullptr},
+          {r[2], r[4], r[7], layout, nullptr}};
+}
+
 HostTensor random_f32(std::mt19937_64& rng, std::vector<std::int64_t> shape) {
   HostTensor t(DType::f32, std::move(shape));
   t.fill_random(rng);

@@ -13,6 +13,7 @@
 
 #include "support/host_tensor.hpp"
 #include "support/test_seed.hpp"
+#include "vsa/layer.hpp"
 
 namespace vsa::test {
 
@@ -38,6 +39,22 @@ std::vector<std::int64_t> mixed_counts(std::mt19937_64& rng, std::int64_t blocks
 
 // A random float32 tensor of the given shape (values in [-1, 1]).
 HostTensor random_f32(std::mt19937_64& rng, std::vector<std::int64_t> shape);
+
+// block_means' inputs for one BlockCase: q with twice k's and v's heads, all
+// random; q's counts int32, k and v's int64 (mixed_counts).
+struct MeansProblem {
+  MeansProblem(std::mt19937_64& rng, DType dtype, Layout layout, int block, int dim, std::int64_t blocks);
+  Layout layout;
+  HostTensor q, k, v, q_counts, kv_counts;
+  // Poisoned float32 means for q, k and v, in that order.
+  std::vector<HostTensor> poisoned_means() const;
+  // q, k, v, their counts and the given means: the order block_means_params takes refs in.
+  std::vector<HostTensor*> tensors(std::vector<HostTensor>& means);
+  // Their refs, in the same order.
+  std::vector<TensorRef> refs(std::vector<HostTensor>& means);
+};
+// block_means' parameters over refs of q, k, v, q_counts, kv_counts, q_mean, k_mean and v_mean.
+BlockMeansParams block_means_params(const std::vector<TensorRef>& refs, Layout layout);
 
 // Parameters of the per-tensor stages' suites, and their test names
 // ("bf16_bshd_blk128_d64").
