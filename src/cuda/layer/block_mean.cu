@@ -3,6 +3,7 @@
 // valid tokens in order, summing in float64 exactly as the CPU backend does
 // (core/layer_arithmetic.hpp): the means are bit-identical. Pad tokens are
 // never read. Memory-bound: each valid input element is read once.
+// block_means runs the layer's q, k and v in one launch (MeanParts).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
