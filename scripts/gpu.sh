@@ -9,7 +9,8 @@
 #                                  of each dq path (Wan 480p shape), with the key
 #                                  pass's stall samples per SASS line, and
 #                                  `profile-forward`: on vsa's and ThunderKittens'
-#                                  forward kernels (Wan 480p, H16 S49152), and
+#                                  forward kernels (Wan 480p, H16 S49152), with v2's
+#                                  stall samples per SASS line on Wan 480p, and
 #                                  `profile-layer`: on the layer's own kernels
 #                                  (block means, coarse stage, gate combine; Wan 480p),
 #                                  with the coarse stage's SASS and stall samples
@@ -127,6 +128,13 @@ if want profile-forward; then
         --iters 3 --warmup 1
     done
   done > "$OUT/profile-forward.log" 2>&1 || { note "profile-forward FAILED"; status=1; }
+  # Where v2's warps wait on Wan 480p: the stall samples per SASS instruction of one
+  # launch (fwd-sass.csv.gz; the report itself is not kept).
+  ncu --clock-control none -k "regex:fwd_tma_kernel" --launch-skip 3 --launch-count 1 --set full \
+    --import-source yes -o "$OUT/fwd" vsa bench --case wan2.1-1.3b-480p --backends vsa --no-backward \
+    --iters 3 --warmup 1 >> "$OUT/profile-forward.log" 2>&1 || { note "profile-forward (stall samples) FAILED"; status=1; }
+  ncu --import "$OUT/fwd.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$OUT/fwd-sass.csv.gz"
+  rm -f "$OUT/fwd.ncu-rep"
   grep -E "^==== |Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible" \
     "$OUT/profile-forward.log" | tee -a "$OUT/summary.txt"
 fi
