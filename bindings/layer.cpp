@@ -31,18 +31,20 @@ void run_block_mean(const InArray& x, const InArray& valid_counts, const OutArra
 void run_block_means(const InArray& q, const InArray& k, const InArray& v, const InArray& q_counts,
                      const InArray& kv_counts, const OutArray& q_mean, const OutArray& k_mean,
                      const OutArray& v_mean, const std::string& layout, std::uintptr_t stream) {
-  const auto part = [&](const InArray& x, const InArray& counts, const OutArray& mean, const char* name) {
-    const std::string prefix(name);
+  const auto part = [&](const InArray& x, const InArray& counts, const OutArray& mean,
+                        const char* const (&names)[3]) {
     BlockMeanParams p;
-    p.x = to_tensor_ref(x, (prefix + "x").c_str());
-    p.valid_counts = to_tensor_ref(counts, (prefix + "valid_counts").c_str());
-    p.mean = to_tensor_ref(mean, (prefix + "mean").c_str());
+    p.x = to_tensor_ref(x, names[0]);
+    p.valid_counts = to_tensor_ref(counts, names[1]);
+    p.mean = to_tensor_ref(mean, names[2]);
     p.layout = to_layout(layout);
     p.stream = as_stream(stream);
     return p;
   };
-  const BlockMeansParams p{part(q, q_counts, q_mean, "q."), part(k, kv_counts, k_mean, "k."),
-                           part(v, kv_counts, v_mean, "v.")};
+  // The names are the bound arguments' (the core's own checks name the part: "k.x", ...).
+  const BlockMeansParams p{part(q, q_counts, q_mean, {"q", "q_counts", "q_mean"}),
+                           part(k, kv_counts, k_mean, {"k", "kv_counts", "k_mean"}),
+                           part(v, kv_counts, v_mean, {"v", "kv_counts", "v_mean"})};
   nb::gil_scoped_release no_gil;
   block_means(p);
 }

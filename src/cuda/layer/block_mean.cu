@@ -9,8 +9,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <string>
-#include <utility>
 
 #include "core/layer_arithmetic.hpp"
 #include "core/layout.hpp"
@@ -134,14 +132,20 @@ MeanParams mean_params(const TensorRef& x, const TensorRef& counts, Layout layou
   return p;
 }
 
+// A tensor whose means a launch computes, with the argument names its errors give.
+struct MeanPart {
+  const BlockMeanParams* params;
+  const char* x_name;
+  const char* mean_name;
+};
+
 // One launch for every part; the core checked that they share a device, dtype and stream.
-void launch_means(std::initializer_list<std::pair<const BlockMeanParams*, const char*>> list) {
+void launch_means(std::initializer_list<MeanPart> list) {
   MeanParts parts{};
   unsigned ctas = 0;
-  for (const auto& [params, name] : list) {
-    const std::string prefix(name);
-    layer::require_kernel_rows(params->x, (prefix + "x").c_str(), params->layout);
-    layer::require_aligned_blocks(params->mean, (prefix + "mean").c_str());
+  for (const auto& [params, x_name, mean_name] : list) {
+    layer::require_kernel_rows(params->x, x_name, params->layout);
+    layer::require_aligned_blocks(params->mean, mean_name);
     MeanParams& p = parts.part[parts.count];
     p = mean_params(params->x, params->valid_counts, params->layout);
     p.x = params->x.data;
@@ -151,7 +155,7 @@ void launch_means(std::initializer_list<std::pair<const BlockMeanParams*, const 
     ctas += ctas_for(parts.work[parts.count]);
     ++parts.count;
   }
-  const BlockMeanParams& first = *list.begin()->first;
+  const BlockMeanParams& first = *list.begin()->params;
   const DeviceGuard device(first.x.device_index);
   const auto stream = static_cast<cudaStream_t>(first.stream);
   if (first.x.dtype == DType::bf16)
@@ -163,10 +167,10 @@ void launch_means(std::initializer_list<std::pair<const BlockMeanParams*, const 
 
 }  // namespace
 
-void block_mean(const BlockMeanParams& params) { launch_means({{&params, ""}}); }
+void block_mean(const BlockMeanParams& params) { launch_means({{&params, "x", "mean"}}); }
 
 void block_means(const BlockMeansParams& params) {
-  launch_means({{&params.q, "q."}, {&params.k, "k."}, {&params.v, "v."}});
+  launch_means({{&params.q, "q.x", "q.mean"}, {&params.k, "k.x", "k.mean"}, {&params.v, "v.x", "v.mean"}});
 }
 
 void block_mean_backward(const BlockMeanBackwardParams& params) {
