@@ -32,36 +32,45 @@ __global__ void count_kernel(const KvListArgs a) {
 }
 
 // One CTA: offsets = exclusive prefix sum of the counts; the cursors start
-// at their list's offset.
-__global__ void scan_kernel(const KvListArgs a, int lists) {
-  __shared__ int warp_sums[kThreads / 32];
-  __shared__ int carry;
+// at their list's offset. Each thread sums a run of consecutive counts, the
+// CTA scans the runs' sums once, and each thread writes its run's offsets
+// (one CTA-wide scan, not one per 256 lists: 7,488 lists on Wan 480p took
+// 30 rounds of two barriers each, 22 µs).
+constexpr int kScanThreads = 1024;
+__global__ void __launch_bounds__(kScanThreads) scan_kernel(const KvListArgs a, int lists) {
+  __shared__ int warp_sums[kScanThreads / 32];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  if (threadIdx.x == 0) carry = 0;
+  const int run = (lists + kScanThreads - 1) / kScanThreads;
+  const int begin = min(static_cast<int>(threadIdx.x) * run, lists), end = min(begin + run, lists);
+  int sum = 0;
+  for (int i = begin; i < end; ++i) sum += a.cursors[i];
+  int inclusive = sum;  // over the warp
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int up = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += up;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
   __syncthreads();
-  for (int base = 0; base < lists; base += kThreads) {
-    const int i = base + static_cast<int>(threadIdx.x);
-    const int count = i < lists ? a.cursors[i] : 0;
-    int inclusive = count;
+  if (warp == 0) {  // the warps' totals, scanned in place (exclusive)
+    const int total = warp_sums[lane];
+    int scanned = total;
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
-      const int up = __shfl_up_sync(0xffffffffu, inclusive, d);
-      if (lane >= d) inclusive += up;
+      const int up = __shfl_up_sync(0xffffffffu, scanned, d);
+      if (lane >= d) scanned += up;
     }
-    if (lane == 31) warp_sums[warp] = inclusive;
-    __syncthreads();
-    int before = carry;
-    for (int w = 0; w < warp; ++w) before += warp_sums[w];
-    const int offset = before + inclusive - count;
-    if (i < lists) {
-      a.offsets[i] = offset;
-      a.cursors[i] = offset;
-    }
-    __syncthreads();  // every thread has read carry and warp_sums
-    if (threadIdx.x == kThreads - 1) carry = offset + count;
-    __syncthreads();
+    warp_sums[lane] = scanned - total;
+    if (lane == 31) a.offsets[lists] = scanned;
   }
-  if (threadIdx.x == 0) a.offsets[lists] = carry;
+  __syncthreads();
+  int offset = warp_sums[warp] + inclusive - sum;
+  for (int i = begin; i < end; ++i) {
+    const int count = a.cursors[i];
+    a.offsets[i] = offset;
+    a.cursors[i] = offset;
+    offset += count;
+  }
 }
 
 __global__ void place_kernel(const KvListArgs a) {
@@ -118,7 +127,7 @@ void build_kv_lists(const KvListArgs& a, cudaStream_t stream) {
              "cudaMemsetAsync(kv list counts)");
   count_kernel<<<entry_blocks, kThreads, 0, stream>>>(a);
   check_launch("kv lists: count_kernel");
-  scan_kernel<<<1, kThreads, 0, stream>>>(a, lists);
+  scan_kernel<<<1, kScanThreads, 0, stream>>>(a, lists);
   check_launch("kv lists: scan_kernel");
   place_kernel<<<entry_blocks, kThreads, 0, stream>>>(a);
   check_launch("kv lists: place_kernel");
