@@ -77,7 +77,6 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   lists.num_kv_blocks = static_cast<int>(s.num_kv_blocks);
   lists.cursors = reinterpret_cast<int*>(base + ws.cursors);
   lists.offsets = reinterpret_cast<int*>(base + ws.offsets);
-  lists.unsorted = reinterpret_cast<int*>(base + ws.unsorted);
   lists.blocks = reinterpret_cast<int*>(base + ws.blocks);
   build_kv_lists(lists, stream);
 

@@ -1,7 +1,5 @@
 #include "cuda/backward/kv_lists.hpp"
 
-#include <climits>
-
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/cuda_check.hpp"
 
@@ -9,9 +7,6 @@ namespace vsa::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// Lists up to this length are sorted in shared memory (16 KB); longer ones
-// (more than 4096 visits of one KV block by one head) by rank, in O(n²).
-constexpr int kSortCapacity = 4096;
 
 // Calls visit(list, query block) for every listed entry (e < q2k_num) of
 // the flat entry `entry` = row · max_kv + e. Ids outside [0, NK) are a
@@ -31,8 +26,7 @@ __global__ void count_kernel(const KvListArgs a) {
   for_listed_entry(a, entry, [&](int list, int) { atomicAdd(a.cursors + list, 1); });
 }
 
-// One CTA: offsets = exclusive prefix sum of the counts; the cursors start
-// at their list's offset. Each thread sums a run of consecutive counts, the
+// One CTA: offsets = exclusive prefix sum of the counts. Each thread sums a run of consecutive counts, the
 // CTA scans the runs' sums once, and each thread writes its run's offsets
 // (one CTA-wide scan, not one per 256 lists: 7,488 lists on Wan 480p took
 // 30 rounds of two barriers each, 22 µs).
@@ -66,55 +60,81 @@ __global__ void __launch_bounds__(kScanThreads) scan_kernel(const KvListArgs a, 
   __syncthreads();
   int offset = warp_sums[warp] + inclusive - sum;
   for (int i = begin; i < end; ++i) {
-    const int count = a.cursors[i];
     a.offsets[i] = offset;
-    a.cursors[i] = offset;
-    offset += count;
+    offset += a.cursors[i];
   }
 }
 
-__global__ void place_kernel(const KvListArgs a) {
-  const std::int64_t entry = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for_listed_entry(a, entry, [&](int list, int q_block) { a.unsorted[atomicAdd(a.cursors + list, 1)] = q_block; });
-}
+// Placement, with no sort: one CTA per (batch·head, chunk of up to kPlaceLists lists), its warps
+// taking consecutive runs of the head's query blocks. Per list, warp w's entries go after those of
+// warps before it, and within a warp in query-block order, so every list comes out ascending.
+constexpr int kPlaceThreads = 1024;
+constexpr int kPlaceWarps = kPlaceThreads / 32;
+constexpr int kPlaceLists = 768;  // the warps' cursors: 32 × 768 × 4 bytes = 96 KB of shared memory
+constexpr int kRowBatch = 8;      // query blocks whose entries a warp loads before placing them in order
+constexpr std::size_t kPlaceSmem = sizeof(int) * kPlaceWarps * kPlaceLists;
 
-// One CTA per list: its entries, placed in arbitrary order, sorted ascending.
-__global__ void sort_kernel(const KvListArgs a) {
-  __shared__ int keys[kSortCapacity];
-  const int begin = a.offsets[blockIdx.x];
-  const int n = a.offsets[blockIdx.x + 1] - begin;
-  const int* in = a.unsorted + begin;
-  int* out = a.blocks + begin;
-  if (n > kSortCapacity) {  // rank sort: equal ids are interchangeable, so ties go by position
-    for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) {
-      const int x = in[i];
-      int rank = 0;
-      for (int k = 0; k < n; ++k) rank += in[k] < x || (in[k] == x && k < i);
-      out[rank] = x;
-    }
-    return;
-  }
-  int padded = 1;
-  while (padded < n) padded *= 2;
-  for (int i = static_cast<int>(threadIdx.x); i < padded; i += kThreads) keys[i] = i < n ? in[i] : INT_MAX;
+__global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a) {
+  extern __shared__ int warp_cursors[];  // [kPlaceWarps][chunk]
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const std::int64_t bh = blockIdx.y;
+  const int first_list = static_cast<int>(blockIdx.x) * kPlaceLists;
+  const int chunk = min(kPlaceLists, a.num_kv_blocks - first_list);
+  const int run = (a.num_q_blocks + kPlaceWarps - 1) / kPlaceWarps;
+  const int row0 = min(warp * run, a.num_q_blocks), row1 = min(row0 + run, a.num_q_blocks);
+  int* const cursor = warp_cursors + warp * chunk;
+  for (int i = static_cast<int>(threadIdx.x); i < kPlaceWarps * chunk; i += kPlaceThreads) warp_cursors[i] = 0;
   __syncthreads();
-  for (int size = 2; size <= padded; size *= 2) {  // bitonic sort
-    for (int stride = size / 2; stride > 0; stride /= 2) {
-      for (int i = static_cast<int>(threadIdx.x); i < padded; i += kThreads) {
-        const int partner = i ^ stride;
-        if (partner > i) {
-          const bool ascending = (i & size) == 0;
-          if ((keys[i] > keys[partner]) == ascending) {
-            const int t = keys[i];
-            keys[i] = keys[partner];
-            keys[partner] = t;
-          }
-        }
-      }
-      __syncthreads();
+
+  // Entry e of query block r: its list within the chunk, or -1 (past max_kv or q2k_num, an id
+  // outside [0, NK) or another chunk's list). Both loads are issued before either is used, so
+  // an unrolled loop keeps several entries' loads in flight.
+  const auto chunk_list = [&](int r, int e) {
+    if (e >= a.max_kv) return -1;
+    const std::int64_t row = bh * a.num_q_blocks + r;
+    const std::int64_t listed = load_meta(a.q2k_num, a.num_is_64, row);
+    const std::int64_t j = load_meta(a.q2k_idx, a.idx_is_64, row * a.max_kv + e) - first_list;
+    return e < listed && j >= 0 && j < chunk ? static_cast<int>(j) : -1;
+  };
+  // Counts per warp and list (any order).
+#pragma unroll 4
+  for (int i = lane; i < (row1 - row0) * a.max_kv; i += 32) {
+    const int l = chunk_list(row0 + i / a.max_kv, i % a.max_kv);
+    if (l >= 0) atomicAdd(cursor + l, 1);
+  }
+  __syncthreads();
+  // Each warp's first position in each list: the list's offset plus the earlier warps' counts.
+  for (int l = static_cast<int>(threadIdx.x); l < chunk; l += kPlaceThreads) {
+    int at = a.offsets[bh * a.num_kv_blocks + first_list + l];
+    for (int w = 0; w < kPlaceWarps; ++w) {
+      const int count = warp_cursors[w * chunk + l];
+      warp_cursors[w * chunk + l] = at;
+      at += count;
     }
   }
-  for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) out[i] = keys[i];
+  __syncthreads();
+  // Placement in query-block order: a batch of blocks' entries loaded at once, then placed block
+  // by block (__syncwarp: block r's positions are taken before block r + 1's).
+  const int per_lane = (a.max_kv + 31) / 32;
+  for (int r0 = row0; r0 < row1; r0 += kRowBatch) {
+    int lists[kRowBatch][2];
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) lists[b][i] = r0 + b < row1 && i < per_lane ? chunk_list(r0 + b, lane + 32 * i) : -1;
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        if (lists[b][i] >= 0) a.blocks[atomicAdd(cursor + lists[b][i], 1)] = r0 + b;
+      // A query block with more than 64 entries: the rest, in the same turn.
+      for (int e = lane + 64; r0 + b < row1 && e < a.max_kv; e += 32) {
+        const int l = chunk_list(r0 + b, e);
+        if (l >= 0) a.blocks[atomicAdd(cursor + l, 1)] = r0 + b;
+      }
+      __syncwarp();
+    }
+  }
 }
 
 }  // namespace
@@ -129,10 +149,13 @@ void build_kv_lists(const KvListArgs& a, cudaStream_t stream) {
   check_launch("kv lists: count_kernel");
   scan_kernel<<<1, kScanThreads, 0, stream>>>(a, lists);
   check_launch("kv lists: scan_kernel");
-  place_kernel<<<entry_blocks, kThreads, 0, stream>>>(a);
+  const dim3 place_grid(static_cast<unsigned>((a.num_kv_blocks + kPlaceLists - 1) / kPlaceLists),
+                        static_cast<unsigned>(a.rows / a.num_q_blocks));
+  check_cuda(cudaFuncSetAttribute(place_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kPlaceSmem)),
+             "cudaFuncSetAttribute(kv lists: place_kernel)");
+  place_kernel<<<place_grid, kPlaceThreads, kPlaceSmem, stream>>>(a);
   check_launch("kv lists: place_kernel");
-  sort_kernel<<<static_cast<unsigned>(lists), kThreads, 0, stream>>>(a);
-  check_launch("kv lists: sort_kernel");
 }
 
 }  // namespace vsa::cuda

@@ -1,8 +1,9 @@
 // The backward's KV->Q lists, built on the GPU from the q2k lists: for each
 // (batch, head, kv block) the query blocks whose first q2k_num entries name
 // it, ascending, once per occurrence — in one array with an offset per list
-// (no per-list capacity, so duplicates never overflow). Sorting makes the
-// order, and with it dK and dV, the same on every run.
+// (no per-list capacity, so duplicates never overflow). Placing each head's
+// entries in query-block order (no sort) makes the order, and with it dK and
+// dV, the same on every run.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,9 +19,8 @@ struct KvListArgs {
   std::int64_t rows;  // B·H·NQ
   int num_q_blocks, max_kv, num_kv_blocks;
   // Scratch and result, from the backward's workspace:
-  int* cursors;     // [B·H·NK]: counts, then fill positions
+  int* cursors;     // [B·H·NK]: counts
   int* offsets;     // [B·H·NK + 1]: list l is blocks[offsets[l], offsets[l+1])
-  int* unsorted;    // [B·H·NQ·max_kv]
   int* blocks;      // [B·H·NQ·max_kv]
 };
 

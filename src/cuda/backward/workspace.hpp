@@ -12,7 +12,7 @@
 namespace vsa::cuda {
 
 struct BwdWorkspace {
-  std::size_t delta, dq_accum, cursors, offsets, unsorted, blocks;  // byte offsets
+  std::size_t delta, dq_accum, cursors, offsets, blocks;  // byte offsets
   std::size_t total;
 
   // with_dq_accum: the atomic dQ path (not the deterministic dQ pass).
@@ -31,7 +31,6 @@ struct BwdWorkspace {
     w.dq_accum = take(with_dq_accum ? rows * s.head_dim : 0, sizeof(float));
     w.cursors = take(lists, sizeof(int));
     w.offsets = take(lists + 1, sizeof(int));
-    w.unsorted = take(entries, sizeof(int));
     w.blocks = take(entries, sizeof(int));
     w.total = at;
     return w;
