@@ -170,6 +170,32 @@ TEST_P(CudaBackwardEdges, QueryPaddingRowsGetZeroDq) {
   }
 }
 
+// Lists as skewed as real top-k lists (a few KV blocks named by every query block, some more than
+// once, others by few): the key pass takes its CTAs' items most-listed first (KvListArgs::order),
+// over a batch of two and kv heads of two query heads each.
+TEST_P(CudaBackwardEdges, SkewedListsMatchReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.num_q_blocks = 12;
+  c.num_kv_blocks = 8;
+  c.max_kv = 6;
+  c.duplicates = true;
+  AttentionProblem problem(c, next_seed());
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t i = 0; i < c.num_q_blocks; ++i) {
+        std::vector<std::int64_t> list = {0, 5, 0};  // blocks 0 and 5 by everyone, 0 twice
+        if ((i + h) % 3 == 0) list.push_back(1 + (i + b) % 4);
+        if (h == 3 && i < 4) list.push_back(7);  // one query head of the second kv head
+        problem.set_list(b, h, i, list);
+      }
+  expect_gpu_backward_matches(problem, GetParam());
+}
+
 // dk and dv on both paths; dq too on the deterministic one.
 TEST_P(CudaBackwardEdges, RepeatableBitForBit) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";

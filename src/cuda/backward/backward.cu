@@ -78,6 +78,8 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   lists.cursors = reinterpret_cast<int*>(base + ws.cursors);
   lists.offsets = reinterpret_cast<int*>(base + ws.offsets);
   lists.blocks = reinterpret_cast<int*>(base + ws.blocks);
+  lists.order = reinterpret_cast<int*>(base + ws.order);
+  lists.kv_group = static_cast<int>(s.heads / s.kv_heads);
   build_kv_lists(lists, stream);
 
   RowPassParams rows{};
@@ -134,6 +136,7 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.dq_mean = rows.dq_mean;
   kp.dk_mean = static_cast<const float*>(p.dk_mean.data);
   kp.dv_mean = static_cast<const float*>(p.dv_mean.data);
+  kp.kv_order = lists.order;
   kp.heads = static_cast<int>(s.heads);
   kp.kv_group = static_cast<int>(s.heads / s.kv_heads);
   kp.num_q_blocks = static_cast<int>(s.num_q_blocks);

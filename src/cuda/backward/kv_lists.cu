@@ -26,19 +26,17 @@ __global__ void count_kernel(const KvListArgs a) {
   for_listed_entry(a, entry, [&](int list, int) { atomicAdd(a.cursors + list, 1); });
 }
 
-// One CTA: offsets = exclusive prefix sum of the counts. Each thread sums a run of consecutive counts, the
-// CTA scans the runs' sums once, and each thread writes its run's offsets
-// (one CTA-wide scan, not one per 256 lists: 7,488 lists on Wan 480p took
-// 30 rounds of two barriers each, 22 µs).
+// The single-CTA kernels below run 1,024 threads: one CTA-wide scan over per-thread runs, not
+// rounds of a smaller CTA (7,488 lists on Wan 480p took 30 rounds of 256 and two barriers each, 22 µs).
 constexpr int kScanThreads = 1024;
-__global__ void __launch_bounds__(kScanThreads) scan_kernel(const KvListArgs a, int lists) {
+
+// The exclusive prefix sum of `value` over the CTA's threads in thread order; `total` gets the sum
+// of all. Every thread of the CTA calls it (it has barriers).
+__device__ int cta_exclusive_scan(int value, int& total) {
   __shared__ int warp_sums[kScanThreads / 32];
+  __shared__ int sum_of_all;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int run = (lists + kScanThreads - 1) / kScanThreads;
-  const int begin = min(static_cast<int>(threadIdx.x) * run, lists), end = min(begin + run, lists);
-  int sum = 0;
-  for (int i = begin; i < end; ++i) sum += a.cursors[i];
-  int inclusive = sum;  // over the warp
+  int inclusive = value;  // over the warp
 #pragma unroll
   for (int d = 1; d < 32; d *= 2) {
     const int up = __shfl_up_sync(0xffffffffu, inclusive, d);
@@ -47,22 +45,74 @@ __global__ void __launch_bounds__(kScanThreads) scan_kernel(const KvListArgs a, 
   if (lane == 31) warp_sums[warp] = inclusive;
   __syncthreads();
   if (warp == 0) {  // the warps' totals, scanned in place (exclusive)
-    const int total = warp_sums[lane];
-    int scanned = total;
+    const int sum = warp_sums[lane];
+    int scanned = sum;
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
       const int up = __shfl_up_sync(0xffffffffu, scanned, d);
       if (lane >= d) scanned += up;
     }
-    warp_sums[lane] = scanned - total;
-    if (lane == 31) a.offsets[lists] = scanned;
+    warp_sums[lane] = scanned - sum;
+    if (lane == 31) sum_of_all = scanned;
   }
   __syncthreads();
-  int offset = warp_sums[warp] + inclusive - sum;
+  total = sum_of_all;
+  return warp_sums[warp] + inclusive - value;
+}
+
+// One CTA: offsets = exclusive prefix sum of the counts, each thread taking a run of consecutive lists.
+__global__ void __launch_bounds__(kScanThreads) scan_kernel(const KvListArgs a, int lists) {
+  const int run = (lists + kScanThreads - 1) / kScanThreads;
+  const int begin = min(static_cast<int>(threadIdx.x) * run, lists), end = min(begin + run, lists);
+  int sum = 0;
+  for (int i = begin; i < end; ++i) sum += a.cursors[i];
+  int total = 0;
+  int offset = cta_exclusive_scan(sum, total);
+  if (threadIdx.x == 0) a.offsets[lists] = total;
   for (int i = begin; i < end; ++i) {
     a.offsets[i] = offset;
     offset += a.cursors[i];
   }
+}
+
+// The key pass's work order (KvListArgs::order), one CTA per (batch, kv head): its kv blocks with
+// more listed query blocks (summed over the kv head's group) first. The heads stay in turn: the
+// CTAs resident at once then share one head's q, dout and dQ accumulator in L2 (an order sorted
+// across all heads made the backward 1.6x slower). Items are counted per bucket of their count
+// (counts from kOrderBuckets − 1 up share the top bucket), the buckets scanned from the top, and
+// each item placed by an atomic on its bucket's cursor: the order within a bucket may vary from
+// run to run, which the results do not depend on (each key-pass CTA writes only its own dK and
+// dV; dQ's order is the atomic path's or the dQ pass's, as before).
+constexpr int kOrderBuckets = 4 * kScanThreads;  // 16 KB of shared memory
+__global__ void __launch_bounds__(kScanThreads) order_kernel(const KvListArgs a) {
+  __shared__ int cursor[kOrderBuckets];
+  const int tid = static_cast<int>(threadIdx.x), nk = a.num_kv_blocks;
+  const int first_item = static_cast<int>(blockIdx.x) * nk;  // item = (batch · kv heads + kv head) · NK + kv block
+  const int* const counts = a.cursors + static_cast<std::int64_t>(blockIdx.x) * a.kv_group * nk;
+  const auto bucket = [&](int j) {
+    int count = 0;
+    for (int g = 0; g < a.kv_group; ++g) count += counts[g * nk + j];
+    return min(count, kOrderBuckets - 1);
+  };
+  for (int b = tid; b < kOrderBuckets; b += kScanThreads) cursor[b] = 0;
+  __syncthreads();
+  for (int j = tid; j < nk; j += kScanThreads) atomicAdd(cursor + bucket(j), 1);
+  __syncthreads();
+  // Thread t owns buckets top − 4t − 3 .. top − 4t: their first positions, largest count first.
+  constexpr int kOwned = kOrderBuckets / kScanThreads;
+  const int top = kOrderBuckets - 1 - kOwned * tid;
+  int owned[kOwned], sum = 0;
+#pragma unroll
+  for (int i = 0; i < kOwned; ++i) sum += owned[i] = cursor[top - i];
+  int total = 0;
+  int at = first_item + cta_exclusive_scan(sum, total);
+#pragma unroll
+  for (int i = 0; i < kOwned; ++i) {
+    cursor[top - i] = at;
+    at += owned[i];
+  }
+  __syncthreads();
+  for (int j = tid; j < nk; j += kScanThreads) a.order[atomicAdd(cursor + bucket(j), 1)] = first_item + j;
 }
 
 // Placement, with no sort: one CTA per (batch·head, chunk of up to kPlaceLists lists), its warps
@@ -156,6 +206,8 @@ void build_kv_lists(const KvListArgs& a, cudaStream_t stream) {
              "cudaFuncSetAttribute(kv lists: place_kernel)");
   place_kernel<<<place_grid, kPlaceThreads, kPlaceSmem, stream>>>(a);
   check_launch("kv lists: place_kernel");
+  order_kernel<<<static_cast<unsigned>(lists / a.kv_group / a.num_kv_blocks), kScanThreads, 0, stream>>>(a);
+  check_launch("kv lists: order_kernel");
 }
 
 }  // namespace vsa::cuda

@@ -3,7 +3,10 @@
 // it, ascending, once per occurrence — in one array with an offset per list
 // (no per-list capacity, so duplicates never overflow). Placing each head's
 // entries in query-block order (no sort) makes the order, and with it dK and
-// dV, the same on every run.
+// dV, the same on every run. Also the key pass's work order: within each
+// (batch, kv head), its CTAs take the kv blocks with the most listed query
+// blocks first, so the longest lists (real top-k lists are skewed) do not
+// start last.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,10 +21,12 @@ struct KvListArgs {
   bool idx_is_64, num_is_64;
   std::int64_t rows;  // B·H·NQ
   int num_q_blocks, max_kv, num_kv_blocks;
+  int kv_group;  // query heads per kv head
   // Scratch and result, from the backward's workspace:
   int* cursors;     // [B·H·NK]: counts
   int* offsets;     // [B·H·NK + 1]: list l is blocks[offsets[l], offsets[l+1])
   int* blocks;      // [B·H·NQ·max_kv]
+  int* order;       // [B·Hkv·NK]: the key pass's (batch, kv head, kv block) items, per head most listed first
 };
 
 // Enqueues the passes on `stream`; no host synchronization.

@@ -1,6 +1,6 @@
 // The backward's device scratch, carved out of the caller's workspace (the
 // library allocates nothing): delta, the fp32 dQ accumulator (atomic path
-// only) and the KV->Q lists with their scratch. Every region starts 256-byte
+// only), the KV->Q lists with their scratch and the key pass's work order. Every region starts 256-byte
 // aligned.
 #pragma once
 
@@ -12,7 +12,7 @@
 namespace vsa::cuda {
 
 struct BwdWorkspace {
-  std::size_t delta, dq_accum, cursors, offsets, blocks;  // byte offsets
+  std::size_t delta, dq_accum, cursors, offsets, blocks, order;  // byte offsets
   std::size_t total;
 
   // with_dq_accum: the atomic dQ path (not the deterministic dQ pass).
@@ -32,6 +32,7 @@ struct BwdWorkspace {
     w.cursors = take(lists, sizeof(int));
     w.offsets = take(lists + 1, sizeof(int));
     w.blocks = take(entries, sizeof(int));
+    w.order = take(s.batch * s.kv_heads * s.num_kv_blocks, sizeof(int));
     w.total = at;
     return w;
   }

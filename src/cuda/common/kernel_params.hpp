@@ -80,6 +80,8 @@ struct BwdKernelParams {
   const float* dq_mean;  // [B, H, NQ, D]
   const float* dk_mean;  // [B, Hkv, NK, D]
   const float* dv_mean;
+  // The key pass's items in the order its CTAs take them (KeyScheduler; kv_lists.hpp).
+  const int* kv_order;  // [B·Hkv·NK]: (batch · kv heads + kv head) · NK + kv block
 };
 
 }  // namespace vsa::cuda

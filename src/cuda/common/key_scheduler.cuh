@@ -3,6 +3,10 @@
 // query head of its kv head's group, the query blocks whose lists name its
 // KV block (the inverted lists, ascending), each split into blk/64 row tiles.
 // A block listed twice by one query block appears twice and is visited twice.
+// CTAs take the (batch, kv head, kv block) items in p.kv_order's order: heads
+// in turn, within a head most listed first, blk/64 consecutive CTAs per item.
+// CTAs start roughly in launch order, and a long list started last would run
+// alone at the end.
 #pragma once
 
 #include <cstdint>
@@ -22,16 +26,16 @@ struct BwdPair {
 class KeyScheduler {
  public:
   __device__ explicit KeyScheduler(const BwdKernelParams& p)
-      : p_(p),
-        batch_(static_cast<int>(blockIdx.z)),
-        kv_head_(static_cast<int>(blockIdx.y)),
-        tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
-        kv_block_(static_cast<int>(blockIdx.x) >> tile_shift_),
-        key_tile_(static_cast<int>(blockIdx.x) & ((1 << tile_shift_) - 1)),
-        head_(kv_head_ * p.kv_group - 1),
-        entry_(0),
-        entry_end_(0),
-        row_tile_(0) {}
+      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), row_tile_(0) {
+    const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+    const int item = __ldg(p.kv_order + (cta >> tile_shift_));
+    const int kv_heads = p.heads / p.kv_group;
+    kv_block_ = item % p.num_kv_blocks;
+    kv_head_ = item / p.num_kv_blocks % kv_heads;
+    batch_ = item / p.num_kv_blocks / kv_heads;
+    key_tile_ = cta & ((1 << tile_shift_) - 1);
+    head_ = kv_head_ * p.kv_group - 1;
+  }
 
   __device__ int batch() const { return batch_; }
   __device__ int kv_head() const { return kv_head_; }
