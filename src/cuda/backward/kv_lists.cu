@@ -8,22 +8,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Calls visit(list, query block) for every listed entry (e < q2k_num) of
-// the flat entry `entry` = row · max_kv + e. Ids outside [0, NK) are a
-// precondition violation; they are skipped rather than written out of bounds.
-template <class Visit>
-__device__ __forceinline__ void for_listed_entry(const KvListArgs& a, std::int64_t entry, Visit visit) {
+// One thread per flat entry row · max_kv + e: a listed entry (e < q2k_num) adds one to its list's
+// count. Ids outside [0, NK) are a precondition violation; they are skipped rather than counted
+// out of bounds (placement skips them too).
+__global__ void count_kernel(const KvListArgs a) {
+  const std::int64_t entry = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t row = entry / a.max_kv;
   if (row >= a.rows || entry % a.max_kv >= load_meta(a.q2k_num, a.num_is_64, row)) return;
   const std::int64_t j = load_meta(a.q2k_idx, a.idx_is_64, entry);
   if (j < 0 || j >= a.num_kv_blocks) return;
-  const std::int64_t bh = row / a.num_q_blocks;
-  visit(static_cast<int>(bh * a.num_kv_blocks + j), static_cast<int>(row % a.num_q_blocks));
-}
-
-__global__ void count_kernel(const KvListArgs a) {
-  const std::int64_t entry = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for_listed_entry(a, entry, [&](int list, int) { atomicAdd(a.cursors + list, 1); });
+  atomicAdd(a.cursors + row / a.num_q_blocks * a.num_kv_blocks + j, 1);
 }
 
 // The single-CTA kernels below run 1,024 threads: one CTA-wide scan over per-thread runs, not
