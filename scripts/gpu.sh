@@ -96,7 +96,7 @@ fi
 
 if want profile; then
   note "profile: ncu on the backward's kernels, Wan 480p shape, both dq paths"
-  kernels="count_kernel|scan_kernel|place_kernel|sort_kernel|delta_kernel|bwd_kernel|dq_finish_kernel|bwd_dq_kernel"
+  kernels="count_kernel|scan_kernel|place_kernel|order_kernel|delta_kernel|bwd_kernel|dq_finish_kernel|bwd_dq_kernel"
   for only in 2 3; do
     ncu --clock-control none --launch-count 8 -k "regex:$kernels" --section SpeedOfLight \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
