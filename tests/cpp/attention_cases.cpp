@@ -135,4 +135,25 @@ std::vector<AttentionCase> attention_cases() {
   return cases;
 }
 
+AttentionCase partial_blocks_case(int head_dim, int block, const std::vector<std::int64_t>& cuts) {
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = head_dim;
+  c.block = block;
+  c.num_q_blocks = 2;
+  c.num_kv_blocks = static_cast<std::int64_t>(cuts.size());
+  c.max_kv = c.num_kv_blocks;
+  return c;
+}
+
+void list_every_block(AttentionProblem& problem, const AttentionCase& c, const std::vector<std::int64_t>& cuts) {
+  std::vector<std::int64_t> every_block;
+  for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) {
+    problem.set_vbs(j, cuts[static_cast<std::size_t>(j)]);
+    every_block.push_back(j);
+  }
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    for (std::int64_t i = 0; i < c.num_q_blocks; ++i) problem.set_list(0, h, i, every_block);
+}
+
 }  // namespace vsa::test

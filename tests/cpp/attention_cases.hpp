@@ -19,6 +19,12 @@ std::vector<AttentionCase> attention_cases();
 // q-padding problem the dedicated tests of every backend share.
 AttentionCase query_padding_case(DType dtype, Layout layout = Layout::bhsd);
 
+// Two query blocks, bf16, one KV block per entry of `cuts` (its valid keys), for the
+// partial-block tests of every kernel; list_every_block then has every query block of
+// every head list every KV block, the blocks cut as given.
+AttentionCase partial_blocks_case(int head_dim, int block, const std::vector<std::int64_t>& cuts);
+void list_every_block(AttentionProblem& problem, const AttentionCase& c, const std::vector<std::int64_t>& cuts);
+
 inline std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; }
 
 // gtest prints parameters on failure; the name says which case it was.

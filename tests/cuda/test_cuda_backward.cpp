@@ -96,21 +96,9 @@ TEST_P(CudaBackwardPartialBlocks, EveryCutMatchesReference) {
   const std::vector<std::int64_t> cuts =
       block == 64 ? std::vector<std::int64_t>{1, 15, 16, 17, 33, 63, 64}
                   : std::vector<std::int64_t>{1, 16, 63, 64, 65, 80, 127, 128};
-  AttentionCase c;
-  c.dtype = DType::bf16;
-  c.head_dim = head_dim;
-  c.block = block;
-  c.num_q_blocks = 2;
-  c.num_kv_blocks = static_cast<std::int64_t>(cuts.size());
-  c.max_kv = c.num_kv_blocks;
+  const AttentionCase c = partial_blocks_case(head_dim, block, cuts);
   AttentionProblem problem(c, next_seed());
-  std::vector<std::int64_t> every_block;
-  for (std::int64_t j = 0; j < c.num_kv_blocks; ++j) {
-    problem.set_vbs(j, cuts[static_cast<std::size_t>(j)]);
-    every_block.push_back(j);
-  }
-  for (std::int64_t h = 0; h < c.heads; ++h)
-    for (std::int64_t i = 0; i < c.num_q_blocks; ++i) problem.set_list(0, h, i, every_block);
+  list_every_block(problem, c, cuts);
   expect_gpu_backward_matches(problem, deterministic);
 }
 
