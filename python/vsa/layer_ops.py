@@ -44,6 +44,12 @@ def _new_means(x: Tensor, blocks: int, layout: str) -> Tensor:
     return x.new_empty((batch, heads, blocks, dim), dtype=torch.float32)
 
 
+def _new_qkv_means(q: Tensor, k: Tensor, v: Tensor, q_counts: Tensor, kv_counts: Tensor,
+                   layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    return (_new_means(q, q_counts.numel(), layout), _new_means(k, kv_counts.numel(), layout),
+            _new_means(v, kv_counts.numel(), layout))
+
+
 # ---- block means ---------------------------------------------------------------------------------
 
 
@@ -92,16 +98,14 @@ def _block_means(q: Tensor, k: Tensor, v: Tensor, q_counts: Tensor, kv_counts: T
                  layout: str) -> tuple[Tensor, Tensor, Tensor]:
     """vsa::block_mean of q, k and v in one call (on CUDA one launch), bit for bit."""
     q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
-    means = (_new_means(q, q_counts.numel(), layout), _new_means(k, kv_counts.numel(), layout),
-             _new_means(v, kv_counts.numel(), layout))
+    means = _new_qkv_means(q, k, v, q_counts, kv_counts, layout)
     launch(_C.block_means, (q, k, v, q_counts, kv_counts), means, layout)
     return means
 
 
 @_block_means.register_fake
 def _block_means_fake(q, k, v, q_counts, kv_counts, layout):
-    return (_new_means(q, q_counts.numel(), layout), _new_means(k, kv_counts.numel(), layout),
-            _new_means(v, kv_counts.numel(), layout))
+    return _new_qkv_means(q, k, v, q_counts, kv_counts, layout)
 
 
 def _block_means_setup(ctx, inputs, output):
