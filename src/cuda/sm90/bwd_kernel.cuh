@@ -20,10 +20,13 @@
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
 // cp.async into the 128-byte-swizzled layout. A pair's Q, dO, lse and delta
-// share a stage; without dQ there are two stages (the next pair lands while
-// this one is computed), with dQ one, the other's space holding the dQ tile,
-// and the next pair's load starts once dV and dK have read Q and dO.
-// Two CTAs per SM.
+// share a stage, two stages in turn. Without dQ the next pair lands in the
+// other stage while this one is computed. With dQ a pair's dQ tile takes
+// its own stage's Q and dO space once dV and dK have read them, and stays
+// there while it drains; the next pair's load into the other stage starts
+// as soon as the previous tile has left it, while dV and dK are computed
+// (before, one stage and one dQ tile: the load waited for dV and dK, and the
+// next pair's first barrier for the load). Two CTAs per SM.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,8 +54,8 @@ struct PairStage {
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
-  // K, V and the dSᵀ tile; two pair stages (1 KB apart), the second one or the fp32 dQ tile;
-  // alignment slack: 107 KB at D = 128, so two CTAs share an SM.
+  // K, V and the dSᵀ tile; two pair stages (1 KB apart), each holding its pair's fp32 dQ tile
+  // in the end; alignment slack: 107 KB at D = 128, so two CTAs share an SM.
   static_assert(PairStage<kHeadDim>::kBytes >= kDqTileFloats<kHeadDim> * static_cast<int>(sizeof(float)));
   return 2 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes + 2 * (PairStage<kHeadDim>::kBytes + 1024) +
          1024;
@@ -91,10 +94,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
   KeyScheduler sched(p);
   const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
-  const int stages = add_dq ? 1 : 2;
-  const std::uint32_t sdq = stage_of(1).q;  // the dQ tile, with one stage
   const bool bulk_thread = threadIdx.x == 0;  // issues and waits for the dQ tiles' reductions
-  float* pending_dq = nullptr;                // the accumulator tile of the dQ tile staged last
+  float* pending_dq = nullptr;                // the accumulator tile of the dQ tile staged last (pair n − 1)
   std::uint32_t pending_bytes = 0;            // its real rows' runs (padding rows are not added)
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
@@ -117,19 +118,20 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     ptx::cp_async_wait<0>();  // this pair's stage (and K, V) written by this thread, the last dQ tile stored ...
     fence_proxy_async();      // ... visible to wgmma and the TMA unit ...
     __syncthreads();          // ... for every thread; every product of the last pair is done
-    if (pending_dq != nullptr && bulk_thread) {
-      bulk_reduce_add_f32(pending_dq, sdq, pending_bytes);
+    const PairStage<kHeadDim> stage = stage_of(n & 1), other = stage_of((n + 1) & 1);
+    if (pending_dq != nullptr && bulk_thread) {  // the last pair's dQ tile, in the other stage
+      bulk_reduce_add_f32(pending_dq, other.q, pending_bytes);
       bulk_commit();
     }
     BwdPair next{};
     const bool have_next = sched.next(next);
     const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
-    // With two stages, the next pair lands in the other one while this one is computed.
-    if (have_next && stages == 2)
-      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p,
-                                stage_of((n + 1) & 1));
-    ptx::cp_async_commit();
-    const PairStage<kHeadDim> stage = stage_of(n % stages);
+    const auto load_next = [&] {
+      if (have_next)
+        load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, other);
+      ptx::cp_async_commit();
+    };
+    if (!add_dq) load_next();  // the other stage is free: the next pair lands while this one is computed
     const std::uint32_t sq = stage.q, sdo = stage.dout;
     const float* s_lse = reinterpret_cast<const float*>(generic(stage.stats));
     const float* s_delta = s_lse + kTileRows;
@@ -151,10 +153,13 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane, real_rows);
-    if (add_dq) sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
     std::uint32_t pa[kSteps][4], dsa[kSteps][4];
     pack_a<Elem>(s, pa);
     pack_a<Elem>(dp, dsa);
+    if (add_dq) {
+      sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
+      fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
+    }
     fence_registers(dv);
     fence_registers(dk);
     wgmma_fence();
@@ -163,30 +168,28 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<kBf16, kHeadDim>(dk, dsa[kk], mn_major_desc<kHeadDim>(sq, kk), 1);
     wgmma_commit();
-    fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
+    if (add_dq) {  // while dV and dK are computed
+      if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left the other stage ...
+      __syncthreads();                       // ... for every thread; dSᵀ is whole
+      load_next();
+    }
     wgmma_wait<0>();
     fence_registers(dv);
     fence_registers(dk);
 
     if (add_dq) {
-      // Q and dO are read: the next pair lands in this stage during the dQ step.
-      if (have_next)
-        load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, stage);
-      ptx::cp_async_commit();
-      __syncthreads();  // dSᵀ is whole
       float dq[kHeadDim / 2];
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kSteps; ++kk)
         wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
       wgmma_commit();
-      if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left shared memory (during the product) ...
       wgmma_wait<0>();
       fence_registers(dq);
-      __syncthreads();  // ... for every thread
+      __syncthreads();  // every warp's dV and dK products have read this stage's Q and dO
 #pragma unroll
       for (int t = 0; t < kHeadDim / 8; ++t)
-        ptx::st_shared_f32x4(sdq + sizeof(float) * dq_quad_offset<kHeadDim>(t, static_cast<int>(threadIdx.x)),
+        ptx::st_shared_f32x4(stage.q + sizeof(float) * dq_quad_offset<kHeadDim>(t, static_cast<int>(threadIdx.x)),
                              dq[4 * t], dq[4 * t + 1], dq[4 * t + 2], dq[4 * t + 3]);
       // Reduced once the next pair starts; a tile of padding rows only (none in a real layer) is not.
       pending_bytes = dq_rows_floats<kHeadDim>(real_rows) * sizeof(float);
@@ -196,11 +199,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     pair = next;
     have = have_next;
   }
-  if (pending_dq != nullptr) {  // the last pair's dQ tile
+  if (pending_dq != nullptr) {  // the last pair's dQ tile, in stage (n − 1) & 1
     fence_proxy_async();
     __syncthreads();
     if (bulk_thread) {
-      bulk_reduce_add_f32(pending_dq, sdq, pending_bytes);
+      bulk_reduce_add_f32(pending_dq, stage_of((n + 1) & 1).q, pending_bytes);
       bulk_commit();
     }
   }
@@ -208,12 +211,13 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   // rows, was not reduced while an earlier one may still be in flight).
   if (bulk_thread) bulk_wait_all();
   // The last pair (n - 1) issued no copy, and every warp is done with the
-  // stage n % stages (two stages: the other one, free since the barrier at
-  // that pair's start; one: its products are done); each warp stages only
-  // its own 16 rows there (generic [64][D] layout, as the sm80 tiles).
-  // Without pairs, nothing was copied at all.
+  // stage n & 1: without dQ, free since the barrier at that pair's start;
+  // with dQ, its tile (pair n − 2) left it before that pair's barrier after
+  // the elementwise step. Each warp stages only its own 16 rows there
+  // (generic [64][D] layout, as the sm80 tiles). Without pairs, nothing was
+  // copied at all.
   using Grad = float[1][kHeadDim / 8][4];
-  const PairStage<kHeadDim> spare = stage_of(n % stages);
+  const PairStage<kHeadDim> spare = stage_of(n & 1);
   sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dk), p.scale, warp, lane,
                                         reinterpret_cast<Elem*>(generic(spare.q)), keys.dk, p.dk_stride.seq,
                                         kTileRows, key_mean_grad_rows<kMeanGrads>(p, p.dk_mean, sched, kHeadDim));
