@@ -159,6 +159,11 @@ std::vector<CoarseCase> coarse_cases() {
       // 27 or 28 copies of each score: the keys left to rank tie among themselves.
       {"repeated_scores", 1, 2, 1, 40, 624, 128, 63, DType::i32, B::mixed, false, nullptr, 23},
       {"repeated_scores_topk_nk", 1, 1, 1, 9, 300, 64, 299, DType::i32, B::all_live, false, nullptr, 11},
+      // The selection's search start covers take <= 64 (64 keys at or above the least of the
+      // lanes' second-largest): its bound with four keys per lane, and the first take past it.
+      {"topk64_four_keys_per_lane", 1, 2, 1, 20, 100, 64, 64},
+      {"topk64_ties", 1, 2, 1, 20, 200, 128, 64, DType::i32, B::mixed, true},
+      {"topk65", 1, 2, 1, 20, 624, 128, 65},
       // Means in block floating point at the ends of float32's range: subnormal keys (and
       // queries), keys near 2^100 with small queries.
       {"subnormal_means", 1, 2, 1, 40, 300, 128, 30, DType::i32, B::mixed, false, nullptr, 0, -135, -140},
