@@ -131,8 +131,7 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
   __syncthreads();
 
   // Entry e of query block r: its list within the chunk, or -1 (past max_kv or q2k_num, an id
-  // outside [0, NK) or another chunk's list). Both loads are issued before either is used, so
-  // an unrolled loop keeps several entries' loads in flight.
+  // outside [0, NK) or another chunk's list). Both loads are issued before either is used.
   const auto chunk_list = [&](int r, int e) {
     if (e >= a.max_kv) return -1;
     const std::int64_t row = bh * a.num_q_blocks + r;
@@ -140,12 +139,34 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
     const std::int64_t j = load_meta(a.q2k_idx, a.idx_is_64, row * a.max_kv + e) - first_list;
     return e < listed && j >= 0 && j < chunk ? static_cast<int>(j) : -1;
   };
-  // Counts per warp and list (any order).
-#pragma unroll 4
-  for (int i = lane; i < (row1 - row0) * a.max_kv; i += 32) {
-    const int l = chunk_list(row0 + i / a.max_kv, i % a.max_kv);
-    if (l >= 0) atomicAdd(cursor + l, 1);
-  }
+  // Every entry of the warp's query blocks, block by block in query-block order, as
+  // take(list, block) (__syncwarp: block r's entries are taken before block r + 1's). The first
+  // 64 entries of kRowBatch blocks are loaded at once, so each lane keeps 2 · kRowBatch loads in
+  // flight; a block's entries past 64 (max_kv > 64) follow in its turn, one at a time.
+  const int per_lane = (a.max_kv + 31) / 32;
+  const auto walk_entries = [&](auto&& take) {
+    for (int r0 = row0; r0 < row1; r0 += kRowBatch) {
+      int lists[kRowBatch][2];
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b)
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          lists[b][i] = r0 + b < row1 && i < per_lane ? chunk_list(r0 + b, lane + 32 * i) : -1;
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          if (lists[b][i] >= 0) take(lists[b][i], r0 + b);
+        for (int e = lane + 64; r0 + b < row1 && e < a.max_kv; e += 32) {
+          const int l = chunk_list(r0 + b, e);
+          if (l >= 0) take(l, r0 + b);
+        }
+        __syncwarp();
+      }
+    }
+  };
+  // Counts per warp and list.
+  walk_entries([&](int list, int) { atomicAdd(cursor + list, 1); });
   __syncthreads();
   // Each warp's first position in each list: the list's offset plus the earlier warps' counts.
   for (int l = static_cast<int>(threadIdx.x); l < chunk; l += kPlaceThreads) {
@@ -157,28 +178,8 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
     }
   }
   __syncthreads();
-  // Placement in query-block order: a batch of blocks' entries loaded at once, then placed block
-  // by block (__syncwarp: block r's positions are taken before block r + 1's).
-  const int per_lane = (a.max_kv + 31) / 32;
-  for (int r0 = row0; r0 < row1; r0 += kRowBatch) {
-    int lists[kRowBatch][2];
-#pragma unroll
-    for (int b = 0; b < kRowBatch; ++b)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) lists[b][i] = r0 + b < row1 && i < per_lane ? chunk_list(r0 + b, lane + 32 * i) : -1;
-#pragma unroll
-    for (int b = 0; b < kRowBatch; ++b) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        if (lists[b][i] >= 0) a.blocks[atomicAdd(cursor + lists[b][i], 1)] = r0 + b;
-      // A query block with more than 64 entries: the rest, in the same turn.
-      for (int e = lane + 64; r0 + b < row1 && e < a.max_kv; e += 32) {
-        const int l = chunk_list(r0 + b, e);
-        if (l >= 0) a.blocks[atomicAdd(cursor + l, 1)] = r0 + b;
-      }
-      __syncwarp();
-    }
-  }
+  // Placement in query-block order.
+  walk_entries([&](int list, int block) { a.blocks[atomicAdd(cursor + list, 1)] = block; });
 }
 
 }  // namespace
