@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kFinishThreads) dq_finish_kernel(const RowPass
     float4 v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[j] = quads[quad0 + j];
-    const int row = 16 * run + g, column = 8 * group;
+    const DqQuadPosition at = dq_quad_position(group, 32 * run + 4 * g);  // the first quad's: 2j columns on
+    const int row = at.row, column = at.column;
     const auto store_row = [&](int r, auto first, auto second) {
       std::uint32_t packed[4];
 #pragma unroll
