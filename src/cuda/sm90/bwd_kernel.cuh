@@ -212,8 +212,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   if (bulk_thread) bulk_wait_all();
   // The last pair (n - 1) issued no copy, and every warp is done with the
   // stage n & 1: without dQ, free since the barrier at that pair's start;
-  // with dQ, its tile (pair n − 2) left it before that pair's barrier after
-  // the elementwise step. Each warp stages only its own 16 rows there
+  // with dQ, its tile (pair n − 2) left it before the barrier that pair n − 1
+  // met after issuing dV and dK. Each warp stages only its own 16 rows there
   // (generic [64][D] layout, as the sm80 tiles). Without pairs, nothing was
   // copied at all.
   using Grad = float[1][kHeadDim / 8][4];
