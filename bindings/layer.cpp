@@ -79,6 +79,50 @@ void run_coarse_stage(const InArray& q_mean, const InArray& k_mean, const InArra
   coarse_stage(p);
 }
 
+CoarseStageBackwardParams coarse_backward_params(const InArray& q_mean, const InArray& k_mean,
+                                                 const InArray& v_mean, const InArray& variable_block_sizes,
+                                                 const InArray& coarse_out, const InArray& dcoarse,
+                                                 const OutArray& dq_mean, const OutArray& dk_mean,
+                                                 const OutArray& dv_mean, float scale) {
+  CoarseStageBackwardParams p;
+  p.q_mean = to_tensor_ref(q_mean, "q_mean");
+  p.k_mean = to_tensor_ref(k_mean, "k_mean");
+  p.v_mean = to_tensor_ref(v_mean, "v_mean");
+  p.variable_block_sizes = to_tensor_ref(variable_block_sizes, "variable_block_sizes");
+  p.coarse_out = to_tensor_ref(coarse_out, "coarse_out");
+  p.dcoarse = to_tensor_ref(dcoarse, "dcoarse");
+  p.dq_mean = to_tensor_ref(dq_mean, "dq_mean");
+  p.dk_mean = to_tensor_ref(dk_mean, "dk_mean");
+  p.dv_mean = to_tensor_ref(dv_mean, "dv_mean");
+  p.scale = scale;
+  return p;
+}
+
+std::size_t run_coarse_stage_backward_workspace_bytes(const InArray& q_mean, const InArray& k_mean,
+                                                      const InArray& v_mean, const InArray& variable_block_sizes,
+                                                      const InArray& coarse_out, const InArray& dcoarse,
+                                                      const OutArray& dq_mean, const OutArray& dk_mean,
+                                                      const OutArray& dv_mean, float scale) {
+  return coarse_stage_backward_workspace_bytes(coarse_backward_params(
+      q_mean, k_mean, v_mean, variable_block_sizes, coarse_out, dcoarse, dq_mean, dk_mean, dv_mean, scale));
+}
+
+void run_coarse_stage_backward(const InArray& q_mean, const InArray& k_mean, const InArray& v_mean,
+                               const InArray& variable_block_sizes, const InArray& coarse_out,
+                               const InArray& dcoarse, const std::optional<OutArray>& workspace,
+                               const OutArray& dq_mean, const OutArray& dk_mean, const OutArray& dv_mean,
+                               float scale, std::uintptr_t stream) {
+  CoarseStageBackwardParams p = coarse_backward_params(q_mean, k_mean, v_mean, variable_block_sizes, coarse_out,
+                                                       dcoarse, dq_mean, dk_mean, dv_mean, scale);
+  if (workspace) {
+    p.workspace = workspace->data();
+    p.workspace_bytes = workspace->nbytes();
+  }
+  p.stream = as_stream(stream);
+  nb::gil_scoped_release no_gil;
+  coarse_stage_backward(p);
+}
+
 void run_gate_combine(const InArray& fine, const InArray& coarse, const std::optional<InArray>& gate,
                       const OutArray& out, const std::string& layout, std::uintptr_t stream) {
   GateCombineParams p;
@@ -126,6 +170,15 @@ void bind_layer(nb::module_& m) {
         "variable_block_sizes"_a, "coarse_out"_a, "q2k_idx"_a, "q2k_num"_a, "scale"_a, "stream"_a,
         "Dense attention over block means into `coarse_out`, and each row's top-k live blocks "
         "(top-k = q2k_idx's last axis) as sorted lists. scale 0 means 1/sqrt(D).");
+  m.def("coarse_stage_backward_workspace_bytes", &run_coarse_stage_backward_workspace_bytes, "q_mean"_a,
+        "k_mean"_a, "v_mean"_a, "variable_block_sizes"_a, "coarse_out"_a, "dcoarse"_a, "dq_mean"_a,
+        "dk_mean"_a, "dv_mean"_a, "scale"_a,
+        "Bytes of device scratch coarse_stage_backward needs (0 on the CPU).");
+  m.def("coarse_stage_backward", &run_coarse_stage_backward, "q_mean"_a, "k_mean"_a, "v_mean"_a,
+        "variable_block_sizes"_a, "coarse_out"_a, "dcoarse"_a, "workspace"_a.none(), "dq_mean"_a,
+        "dk_mean"_a, "dv_mean"_a, "scale"_a, "stream"_a,
+        "The gradients of coarse_stage's output with respect to the three means, into the caller's "
+        "float32 dq_mean, dk_mean and dv_mean. scale 0 means 1/sqrt(D).");
   m.def("gate_combine", &run_gate_combine, "fine"_a, "coarse"_a, "gate"_a.none(), "out"_a,
         "layout"_a, "stream"_a,
         "out = fine + coarse (broadcast over each block's tokens) * gate (1 when None).");

@@ -7,8 +7,8 @@
 //   fine    = forward(q, k, v, q2k_idx, q2k_num, vbs)          vsa/attention.hpp
 //   out     = gate_combine(fine, coarse, gate)                 fine + coarse · gate
 //
-// plus the backward of the means and of the combine (the coarse stage's
-// backward is ordinary dense attention on [B, H, N, D] means; docs/layer.md).
+// plus the backward of each: the means', the coarse stage's (dense
+// attention's backward on the [B, H, N, D] means) and the combine's.
 // Each runs on the device that holds its tensors, allocates nothing, and on
 // CUDA enqueues work on `stream` without synchronizing.
 //
@@ -83,6 +83,38 @@ struct CoarseStageParams {
   void* stream = nullptr;
 };
 void coarse_stage(const CoarseStageParams& params);
+
+// The gradients of coarse_stage's coarse_out with respect to the three means
+// (the lists have none), for a given dcoarse. Per (batch, KV head) the query
+// rows of its H / Hkv query heads are taken together, and with
+//   P      = coarse_stage's softmax weights: over live blocks of the scores
+//            q_mean · k_meanᵀ · scale, 0 on dead blocks and in a row with no
+//            live block,
+//   dS     = P ∘ (dcoarse · v_meanᵀ − rowsum(dcoarse ∘ coarse_out)),
+//   dq_mean = scale · dS · k_mean,  dk_mean = scale · dSᵀ · q_mean,
+//   dv_mean = Pᵀ · dcoarse           (dk/dv summed over the group's rows).
+// Precision: float64 on the CPU; on CUDA every product in 3xTF32 on the
+// tensor cores (about float32's accuracy). The scores here are the products
+// of the float32 means, not coarse_stage's exact integer scores: the two
+// agree to float32's accuracy, which is all a gradient needs (docs/layer.md).
+// The result is bitwise repeatable on each backend (no atomics).
+struct CoarseStageBackwardParams {
+  TensorRef q_mean;                // [B, H, NQ, D] f32, contiguous, as for coarse_stage
+  TensorRef k_mean, v_mean;        // [B, Hkv, NK, D] f32, contiguous
+  TensorRef variable_block_sizes;  // [NK] int32 or int64
+  float scale = 0.0f;              // coarse_stage's scale; 0 means 1/sqrt(D)
+  TensorRef coarse_out;            // [B, H, NQ, D] f32, contiguous: coarse_stage's output
+  TensorRef dcoarse;               // [B, H, NQ, D] f32, contiguous
+  TensorRef dq_mean;               // [B, H, NQ, D] f32, contiguous
+  TensorRef dk_mean, dv_mean;      // [B, Hkv, NK, D] f32, contiguous
+  void* workspace = nullptr;       // device scratch of coarse_stage_backward_workspace_bytes(); CPU needs none
+  std::size_t workspace_bytes = 0;
+  void* stream = nullptr;
+};
+void coarse_stage_backward(const CoarseStageBackwardParams& params);
+// The workspace coarse_stage_backward needs (checks the arguments first): on
+// CUDA P and dS as float32, ~2 · B · Hkv · (group · NQ) · NK · 4 bytes.
+std::size_t coarse_stage_backward_workspace_bytes(const CoarseStageBackwardParams& params);
 
 // out = fine + coarse (broadcast over each query block's blk tokens, pad
 // tokens included), times gate when given; computed in float32 and rounded

@@ -4,8 +4,8 @@
   ``vsa::block_mean_backward``. ``vsa::block_means``: those of q, k and v in one
   call (on CUDA one launch), as the layer takes them.
 - ``vsa::coarse_stage``: dense attention over the means plus each row's top-k
-  block lists; its backward is dense attention's, written in torch ops on the
-  [B, H, N, D] means (small next to the fine stage). The lists are not
+  block lists; its backward is ``vsa::coarse_stage_backward`` (dense
+  attention's backward on the [B, H, N, D] means). The lists are not
   differentiable.
 - ``vsa::gate_combine``: fine + coarse · gate; its backward is
   ``vsa::gate_combine_backward``.
@@ -20,7 +20,6 @@ on every backend.
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 import torch
@@ -150,15 +149,6 @@ def _coarse_stage_fake(q_mean, k_mean, v_mean, variable_block_sizes, topk, scale
     return _new_coarse_outputs(q_mean, topk)
 
 
-def coarse_weights(q_mean: Tensor, k_mean: Tensor, live: Tensor, scale: float) -> Tensor:
-    """Softmax weights over the live KV blocks, [B, Hkv, rows, NK]; all zero in a row
-    with no live block (q_mean rows grouped by KV head)."""
-    scores = (q_mean @ k_mean.transpose(-1, -2)) * scale
-    # A finite fill keeps a row with no live block free of NaN; the factor zeroes it.
-    scores = scores.masked_fill(~live, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1) * live
-
-
 def _coarse_stage_setup(ctx, inputs, output):
     q_mean, k_mean, v_mean, variable_block_sizes, _topk, scale = inputs
     coarse, q2k_idx, q2k_num = output
@@ -167,28 +157,40 @@ def _coarse_stage_setup(ctx, inputs, output):
     ctx.scale = scale
 
 
-def coarse_stage_backward(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
-                          coarse: Tensor, dcoarse: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Dense attention's backward on the means, float32 and contiguous: query head h uses KV
-    head h / (H / Hkv), so the query rows are viewed grouped by KV head and the KV gradients
-    sum over the group. scale 0 means 1/sqrt(D)."""
-    scale = scale or 1.0 / math.sqrt(q_mean.shape[-1])
-    batch, heads, blocks, dim = q_mean.shape
-    kv_heads = k_mean.shape[1]
-    grouped = (batch, kv_heads, heads // kv_heads * blocks, dim)
-    q, out, dout = (t.reshape(grouped) for t in (q_mean, coarse, dcoarse))
-    probs = coarse_weights(q, k_mean, variable_block_sizes > 0, scale)
-    dprobs = dout @ v_mean.transpose(-1, -2)
-    dscores = probs * (dprobs - (dout * out).sum(dim=-1, keepdim=True))
-    dq = (dscores @ k_mean) * scale
-    dk = (dscores.transpose(-1, -2) @ q) * scale
-    dv = probs.transpose(-1, -2) @ dout
-    return dq.reshape(q_mean.shape), dk, dv
+def _new_coarse_grads(q_mean: Tensor, k_mean: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    return (q_mean.new_empty(q_mean.shape), k_mean.new_empty(k_mean.shape), k_mean.new_empty(k_mean.shape))
+
+
+def _coarse_backward_kernel(q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse, dq_mean, dk_mean,
+                            dv_mean, scale, stream):
+    """_C.coarse_stage_backward with the device scratch it asks for (P and dS on CUDA),
+    from torch's caching allocator."""
+    arrays = (q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse)
+    size = _C.coarse_stage_backward_workspace_bytes(*arrays, dq_mean, dk_mean, dv_mean, scale)
+    workspace = dq_mean.new_empty(size, dtype=torch.uint8) if size else None
+    _C.coarse_stage_backward(*arrays, workspace, dq_mean, dk_mean, dv_mean, scale, stream)
+
+
+@torch.library.custom_op("vsa::coarse_stage_backward", mutates_args=())
+def _coarse_stage_backward(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
+                           coarse: Tensor, dcoarse: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of vsa::coarse_stage's output with respect to its three means, float32
+    (vsa::coarse_stage_backward: dense attention's backward on the means; the KV means'
+    gradients sum over each KV head's query heads). scale 0 means 1/sqrt(D)."""
+    grads = _new_coarse_grads(q_mean, k_mean)
+    launch(_coarse_backward_kernel, (q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse.contiguous()),
+           grads, scale)
+    return grads
+
+
+@_coarse_stage_backward.register_fake
+def _coarse_stage_backward_fake(q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse, scale):
+    return _new_coarse_grads(q_mean, k_mean)
 
 
 def _coarse_stage_grad(ctx, dcoarse, _didx, _dnum):
     q_mean, k_mean, v_mean, variable_block_sizes, coarse = ctx.saved_tensors
-    return (*coarse_stage_backward(q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse, ctx.scale),
+    return (*_coarse_stage_backward(q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse, ctx.scale),
             None, None, None)
 
 

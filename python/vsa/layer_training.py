@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from vsa.attention import _backward, _forward
-from vsa.layer_ops import (_block_means, _coarse_stage, _gate_combine, _gate_combine_backward,
-                           coarse_stage_backward)
+from vsa.layer_ops import (_block_means, _coarse_stage, _coarse_stage_backward, _gate_combine,
+                           _gate_combine_backward)
 
 
 class _TrainingLayer(torch.autograd.Function):
@@ -43,7 +43,7 @@ class _TrainingLayer(torch.autograd.Function):
          *gate) = ctx.saved_tensors
         gate = gate[0] if gate else None
         dcoarse, dgate = _gate_combine_backward(dout, coarse, gate, ctx.layout)
-        mean_grads = coarse_stage_backward(q_mean, k_mean, v_mean, vbs, coarse, dcoarse, ctx.scale)
+        mean_grads = _coarse_stage_backward(q_mean, k_mean, v_mean, vbs, coarse, dcoarse, ctx.scale)
         # out = fine + coarse · gate: the fine stage's gradient is dout itself.
         dq, dk, dv = _backward(dout, q, k, v, fine, lse, q2k_idx, q2k_num, vbs, q_vbs, ctx.scale, ctx.layout,
                                ctx.deterministic, *mean_grads)

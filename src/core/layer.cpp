@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/check.hpp"
+#include "core/coarse_shape.hpp"
 #include "core/layout.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cuda/cuda_backend.hpp"
@@ -24,6 +25,7 @@ using detail::expect_same_device;
 using detail::expect_sequence_tensor;
 using detail::expect_shape;
 using detail::fail;
+using detail::CoarseShape;
 using detail::HeadView;
 
 std::string str(std::int64_t v) { return std::to_string(v); }
@@ -110,6 +112,50 @@ void check_combine_tensors(const TensorRef& x, const char* x_name, const TensorR
   if (gate.defined()) expect_like(gate, "gate", x, x_name);
 }
 
+// The coarse stage's means: q_mean [B, H, NQ, D], k_mean and v_mean
+// [B, Hkv, NK, D] (float32, contiguous, D 64 or 128, Hkv dividing H), the
+// live-block counts [NK] and a scale (0: 1/sqrt(D)).
+CoarseShape check_coarse_means(const TensorRef& q, const TensorRef& k_mean, const TensorRef& v_mean,
+                               const TensorRef& variable_block_sizes, float scale) {
+  expect_defined(q, "q_mean");
+  expect_rank(q, "q_mean", 4);
+  expect_dtype(q, "q_mean", DType::f32);
+  expect_contiguous(q, "q_mean");
+  CoarseShape c{};
+  c.batch = q.shape[0], c.heads = q.shape[1], c.nq = q.shape[2], c.dim = q.shape[3];
+  if (c.dim != 64 && c.dim != 128)
+    detail::fail_unsupported("q_mean.shape", "head dim D of 64 or 128", "D = " + str(c.dim));
+  if (c.batch < 1 || c.heads < 1 || c.nq < 1)
+    fail("q_mean.shape", "non-empty batch, head and block extents", q.shape_string());
+
+  expect_defined(k_mean, "k_mean");
+  expect_rank(k_mean, "k_mean", 4);
+  c.kv_heads = k_mean.shape[1], c.nk = k_mean.shape[2];
+  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0)
+    fail("k_mean.shape", "kv heads dividing the " + str(c.heads) + " query heads (GQA)", k_mean.shape_string());
+  if (c.nk < 1) fail("k_mean.shape", "at least one KV block", k_mean.shape_string());
+  expect_f32(k_mean, "k_mean", q, "q_mean", {c.batch, c.kv_heads, c.nk, c.dim});
+  expect_f32(v_mean, "v_mean", q, "q_mean", {c.batch, c.kv_heads, c.nk, c.dim});
+  expect_int_vector(variable_block_sizes, "variable_block_sizes", q, "q_mean");
+  expect_shape(variable_block_sizes, "variable_block_sizes", {c.nk});
+  if (!std::isfinite(scale) || scale < 0.0f)
+    fail("scale", "a finite positive number (0 selects 1/sqrt(D))", std::to_string(scale));
+  c.scale = scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(c.dim));
+  return c;
+}
+
+CoarseShape check_coarse_backward(const CoarseStageBackwardParams& p) {
+  const CoarseShape c = check_coarse_means(p.q_mean, p.k_mean, p.v_mean, p.variable_block_sizes, p.scale);
+  const std::initializer_list<std::int64_t> rows = {c.batch, c.heads, c.nq, c.dim};
+  const std::initializer_list<std::int64_t> keys = {c.batch, c.kv_heads, c.nk, c.dim};
+  expect_f32(p.coarse_out, "coarse_out", p.q_mean, "q_mean", rows);
+  expect_f32(p.dcoarse, "dcoarse", p.q_mean, "q_mean", rows);
+  expect_f32(p.dq_mean, "dq_mean", p.q_mean, "q_mean", rows);
+  expect_f32(p.dk_mean, "dk_mean", p.q_mean, "q_mean", keys);
+  expect_f32(p.dv_mean, "dv_mean", p.q_mean, "q_mean", keys);
+  return c;
+}
+
 }  // namespace
 
 void block_mean(const BlockMeanParams& p) {
@@ -145,54 +191,43 @@ void block_mean_backward(const BlockMeanBackwardParams& p) {
 }
 
 void coarse_stage(const CoarseStageParams& p) {
+  const CoarseShape c = check_coarse_means(p.q_mean, p.k_mean, p.v_mean, p.variable_block_sizes, p.scale);
   const TensorRef& q = p.q_mean;
-  expect_defined(q, "q_mean");
-  expect_rank(q, "q_mean", 4);
-  expect_dtype(q, "q_mean", DType::f32);
-  expect_contiguous(q, "q_mean");
-  const std::int64_t batch = q.shape[0], heads = q.shape[1], nq = q.shape[2], dim = q.shape[3];
-  if (dim != 64 && dim != 128)
-    detail::fail_unsupported("q_mean.shape", "head dim D of 64 or 128", "D = " + str(dim));
-  if (batch < 1 || heads < 1 || nq < 1)
-    fail("q_mean.shape", "non-empty batch, head and block extents", q.shape_string());
-
-  expect_defined(p.k_mean, "k_mean");
-  expect_rank(p.k_mean, "k_mean", 4);
-  const std::int64_t kv_heads = p.k_mean.shape[1], nk = p.k_mean.shape[2];
-  if (kv_heads < 1 || heads % kv_heads != 0)
-    fail("k_mean.shape", "kv heads dividing the " + str(heads) + " query heads (GQA)",
-         p.k_mean.shape_string());
-  if (nk < 1) fail("k_mean.shape", "at least one KV block", p.k_mean.shape_string());
-  expect_f32(p.k_mean, "k_mean", q, "q_mean", {batch, kv_heads, nk, dim});
-  expect_f32(p.v_mean, "v_mean", q, "q_mean", {batch, kv_heads, nk, dim});
-  expect_int_vector(p.variable_block_sizes, "variable_block_sizes", q, "q_mean");
-  expect_shape(p.variable_block_sizes, "variable_block_sizes", {nk});
-  if (!std::isfinite(p.scale) || p.scale < 0.0f)
-    fail("scale", "a finite positive number (0 selects 1/sqrt(D))", std::to_string(p.scale));
-
-  expect_f32(p.coarse_out, "coarse_out", q, "q_mean", {batch, heads, nq, dim});
+  expect_f32(p.coarse_out, "coarse_out", q, "q_mean", {c.batch, c.heads, c.nq, c.dim});
   expect_defined(p.q2k_idx, "q2k_idx");
   expect_rank(p.q2k_idx, "q2k_idx", 4);
   const std::int64_t topk = p.q2k_idx.shape[3];
-  if (topk < 1 || topk > nk)
-    fail("q2k_idx.shape", "a last axis (top-k) in [1, NK = " + str(nk) + "]", p.q2k_idx.shape_string());
+  if (topk < 1 || topk > c.nk)
+    fail("q2k_idx.shape", "a last axis (top-k) in [1, NK = " + str(c.nk) + "]", p.q2k_idx.shape_string());
   expect_same_device(p.q2k_idx, "q2k_idx", q, "q_mean");
   expect_int_dtype(p.q2k_idx, "q2k_idx");
-  expect_shape(p.q2k_idx, "q2k_idx", {batch, heads, nq, topk});
+  expect_shape(p.q2k_idx, "q2k_idx", {c.batch, c.heads, c.nq, topk});
   expect_contiguous(p.q2k_idx, "q2k_idx");
   expect_defined(p.q2k_num, "q2k_num");
   expect_same_device(p.q2k_num, "q2k_num", q, "q_mean");
-  expect_shape(p.q2k_num, "q2k_num", {batch, heads, nq});
+  expect_shape(p.q2k_num, "q2k_num", {c.batch, c.heads, c.nq});
   expect_contiguous(p.q2k_num, "q2k_num");
   if (p.q2k_num.dtype != p.q2k_idx.dtype)
     fail("q2k_num.dtype", std::string(dtype_name(p.q2k_idx.dtype)) + " (as q2k_idx)",
          dtype_name(p.q2k_num.dtype));
 
-  const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(dim));
   if (q.device == Device::cpu)
-    cpu::coarse_stage(p, scale);
+    cpu::coarse_stage(p, c.scale);
   else
-    cuda::coarse_stage(p, scale);
+    cuda::coarse_stage(p, c.scale);
+}
+
+std::size_t coarse_stage_backward_workspace_bytes(const CoarseStageBackwardParams& p) {
+  const CoarseShape c = check_coarse_backward(p);
+  return p.q_mean.device == Device::cpu ? 0 : cuda::coarse_stage_backward_workspace_bytes(c);
+}
+
+void coarse_stage_backward(const CoarseStageBackwardParams& p) {
+  const CoarseShape c = check_coarse_backward(p);
+  if (p.q_mean.device == Device::cpu)
+    cpu::coarse_stage_backward(p, c);
+  else
+    cuda::coarse_stage_backward(p, c);
 }
 
 void gate_combine(const GateCombineParams& p) {

@@ -2,6 +2,7 @@
 // metadata values); these only compute.
 #pragma once
 
+#include "core/coarse_shape.hpp"
 #include "vsa/attention.hpp"
 #include "vsa/layer.hpp"
 #include "vsa/metadata.hpp"
@@ -27,6 +28,7 @@ void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, con
 void block_mean(const BlockMeanParams& p);
 void block_mean_backward(const BlockMeanBackwardParams& p);
 void coarse_stage(const CoarseStageParams& p, float scale);
+void coarse_stage_backward(const CoarseStageBackwardParams& p, const detail::CoarseShape& shape);
 void gate_combine(const GateCombineParams& p);
 void gate_combine_backward(const GateCombineBackwardParams& p);
 

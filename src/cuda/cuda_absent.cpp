@@ -39,6 +39,8 @@ void block_mean(const BlockMeanParams&) { no_cuda(); }
 void block_means(const BlockMeansParams&) { no_cuda(); }
 void block_mean_backward(const BlockMeanBackwardParams&) { no_cuda(); }
 void coarse_stage(const CoarseStageParams&, float) { no_cuda(); }
+void coarse_stage_backward(const CoarseStageBackwardParams&, const detail::CoarseShape&) { no_cuda(); }
+std::size_t coarse_stage_backward_workspace_bytes(const detail::CoarseShape&) { no_cuda(); }
 void gate_combine(const GateCombineParams&) { no_cuda(); }
 void gate_combine_backward(const GateCombineBackwardParams&) { no_cuda(); }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "core/coarse_shape.hpp"
 #include "vsa/attention.hpp"
 #include "vsa/layer.hpp"
 
@@ -43,6 +44,8 @@ void block_mean(const BlockMeanParams& p);
 void block_means(const BlockMeansParams& p);
 void block_mean_backward(const BlockMeanBackwardParams& p);
 void coarse_stage(const CoarseStageParams& p, float scale);
+void coarse_stage_backward(const CoarseStageBackwardParams& p, const detail::CoarseShape& shape);
+std::size_t coarse_stage_backward_workspace_bytes(const detail::CoarseShape& shape);
 void gate_combine(const GateCombineParams& p);
 void gate_combine_backward(const GateCombineBackwardParams& p);
 

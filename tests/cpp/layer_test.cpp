@@ -2,7 +2,7 @@
 // computations written here: block means over valid tokens (pad tokens never
 // read), the coarse stage's softmax output and block lists (ties, empty KV
 // blocks, top-k = 1 and = NK, GQA), the gate combine, the gradients of the
-// means and the combine, and bad arguments.
+// means, the coarse stage and the combine, and bad arguments.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -286,6 +286,107 @@ TEST(CoarseStage, NoLiveBlockGivesEmptyListsAndZeroOutput) {
   for (std::int64_t e = 0; e < p.coarse.numel(); ++e) ASSERT_EQ(p.coarse.get(e), 0.0);
 }
 
+// ---- coarse stage backward -----------------------------------------------------------------------
+
+std::vector<double> values(const HostTensor& t) {
+  std::vector<double> out;
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(t.get(i));
+  return out;
+}
+
+// The coarse stage's loss Σ dcoarse · coarse in float64 from the means as
+// they are, over the rows of one KV head (its group's query heads), and its
+// gradients by central differences.
+struct CoarseLoss {
+  const CoarseProblem& p;
+  double scale;
+  std::vector<double> q, k, v, dcoarse;
+
+  double of_head(std::int64_t bkv) const {
+    const std::int64_t rows = p.heads / p.kv_heads * p.nq, dim = p.dim;
+    double loss = 0.0;
+    std::vector<double> scores(static_cast<std::size_t>(p.nk));
+    for (std::int64_t r = bkv * rows; r < (bkv + 1) * rows; ++r) {
+      double top = -INFINITY, total = 0.0;
+      for (std::int64_t j : p.live()) {
+        scores[j] = 0.0;
+        for (std::int64_t d = 0; d < dim; ++d) scores[j] += q[r * dim + d] * k[(bkv * p.nk + j) * dim + d];
+        top = std::max(top, scores[j] * scale);
+      }
+      std::vector<double> out(static_cast<std::size_t>(dim), 0.0);
+      for (std::int64_t j : p.live()) {
+        const double w = std::exp(scores[j] * scale - top);
+        total += w;
+        for (std::int64_t d = 0; d < dim; ++d) out[d] += w * v[(bkv * p.nk + j) * dim + d];
+      }
+      for (std::int64_t d = 0; d < dim; ++d)
+        if (total > 0.0) loss += dcoarse[r * dim + d] * out[d] / total;
+    }
+    return loss;
+  }
+
+  // d loss / d x[i], x one of q, k, v, `per_head` of its rows to a KV head.
+  std::vector<double> gradient(std::vector<double>& x, std::int64_t per_head) const {
+    std::vector<double> grad;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::int64_t bkv = static_cast<std::int64_t>(i) / (per_head * p.dim);
+      const double value = x[i], step = 1e-5 * std::max(1.0, std::fabs(value));
+      x[i] = value + step;
+      const double up = of_head(bkv);
+      x[i] = value - step;
+      const double down = of_head(bkv);
+      x[i] = value;
+      grad.push_back((up - down) / (2.0 * step));
+    }
+    return grad;
+  }
+};
+
+TEST(CoarseStageBackward, MatchesFiniteDifferencesOfTheFloat64Forward) {
+  for (const auto& [kv_heads, dim, scale] : {std::tuple{2, 64, 0.3}, std::tuple{1, 128, 0.0}, std::tuple{4, 64, 0.5}}) {
+    std::mt19937_64 rng(next_seed());
+    CoarseProblem p;
+    p.kv_heads = kv_heads;
+    p.dim = dim;
+    p.build(rng);
+    CoarseStageParams forward = p.params();
+    forward.scale = static_cast<float>(scale);
+    coarse_stage(forward);
+    const HostTensor dcoarse = random_f32(rng, {p.batch, p.heads, p.nq, p.dim});
+    HostTensor dq(DType::f32, {p.batch, p.heads, p.nq, p.dim}), dk(DType::f32, {p.batch, p.kv_heads, p.nk, p.dim}),
+        dv(DType::f32, {p.batch, p.kv_heads, p.nk, p.dim});
+    for (HostTensor* t : {&dq, &dk, &dv}) t->poison();
+    CoarseStageBackwardParams params{p.q_mean.ref(), p.k_mean.ref(),  p.v_mean.ref(), p.valid.ref(),
+                                     forward.scale,  p.coarse.ref(),  dcoarse.ref(),  dq.ref(),
+                                     dk.ref(),       dv.ref()};
+    EXPECT_EQ(coarse_stage_backward_workspace_bytes(params), 0u);  // the CPU takes its own scratch
+    coarse_stage_backward(params);
+
+    CoarseLoss loss{p, scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(dim)), values(p.q_mean),
+                    values(p.k_mean), values(p.v_mean), values(dcoarse)};
+    const std::int64_t group_rows = p.heads / p.kv_heads * p.nq;
+    EXPECT_LE(relative_error(values(dq), loss.gradient(loss.q, group_rows)), 1e-6);
+    EXPECT_LE(relative_error(values(dk), loss.gradient(loss.k, p.nk)), 1e-6);
+    EXPECT_LE(relative_error(values(dv), loss.gradient(loss.v, p.nk)), 1e-6);
+  }
+}
+
+TEST(CoarseStageBackward, NoLiveBlockGivesZeroGradients) {
+  std::mt19937_64 rng(next_seed());
+  CoarseProblem p;
+  p.vbs.assign(static_cast<std::size_t>(p.nk), 0);
+  p.build(rng);
+  coarse_stage(p.params());
+  const HostTensor dcoarse = random_f32(rng, {p.batch, p.heads, p.nq, p.dim});
+  HostTensor dq(DType::f32, {p.batch, p.heads, p.nq, p.dim}), dk(DType::f32, {p.batch, p.kv_heads, p.nk, p.dim}),
+      dv(DType::f32, {p.batch, p.kv_heads, p.nk, p.dim});
+  for (HostTensor* t : {&dq, &dk, &dv}) t->poison();
+  coarse_stage_backward({p.q_mean.ref(), p.k_mean.ref(), p.v_mean.ref(), p.valid.ref(), 0.0f, p.coarse.ref(),
+                         dcoarse.ref(), dq.ref(), dk.ref(), dv.ref()});
+  for (const HostTensor* t : {&dq, &dk, &dv})
+    for (std::int64_t i = 0; i < t->numel(); ++i) ASSERT_EQ(t->get(i), 0.0) << "flat " << i;
+}
+
 // ---- gate combine --------------------------------------------------------------------------------
 
 struct CombineProblem {
@@ -440,6 +541,21 @@ TEST(LayerRejects, BadArguments) {
   params.scale = -1.0f;
   expect_error_on("scale", [&] { coarse_stage(params); });
   EXPECT_TRUE(p.coarse.untouched() && p.idx.untouched() && p.num.untouched());
+
+  coarse_stage(p.params());
+  HostTensor dq(DType::f32, {p.batch, p.heads, p.nq, p.dim}), dk(DType::f32, {p.batch, p.kv_heads, p.nk, p.dim});
+  HostTensor dv(DType::f32, {p.batch, p.kv_heads, p.nk, p.dim});
+  for (HostTensor* t : {&dq, &dk, &dv}) t->poison();
+  const HostTensor grad = random_f32(rng, {p.batch, p.heads, p.nq, p.dim});
+  const auto backward = [&](const TensorRef& dcoarse, const TensorRef& dk_mean) {
+    return CoarseStageBackwardParams{p.q_mean.ref(), p.k_mean.ref(), p.v_mean.ref(), p.valid.ref(), 0.0f,
+                                     p.coarse.ref(), dcoarse,        dq.ref(),       dk_mean,       dv.ref()};
+  };
+  expect_error_on("dk_mean.shape", [&] { coarse_stage_backward(backward(grad.ref(), dq.ref())); });
+  const HostTensor half_grad(DType::f16, {p.batch, p.heads, p.nq, p.dim});
+  expect_error_on("dcoarse.dtype", [&] { coarse_stage_backward(backward(half_grad.ref(), dk.ref())); });
+  expect_error_on("dcoarse", [&] { coarse_stage_backward(backward(TensorRef{}, dk.ref())); });
+  EXPECT_TRUE(dq.untouched() && dk.untouched() && dv.untouched());
 
   HostTensor out = sequence_tensor(DType::bf16, shape);
   out.poison();

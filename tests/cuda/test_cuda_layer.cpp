@@ -1,7 +1,8 @@
 // The VSA layer's CUDA stages against the CPU backend on the same inputs:
 // block means, their gradient and the coarse stage's block lists must be
 // bit-identical (docs/layer.md, "Precision"); the coarse output, the gate
-// combine and its gradient agree to float32 rounding; topk_to_index sorts
+// combine and its gradient agree to float32 rounding, the coarse stage's
+// gradients to about float32's accuracy; topk_to_index sorts
 // and pack_varlen_index moves lists exactly as on the CPU. Skipped when the
 // machine has no CUDA device.
 #include <cuda_runtime_api.h>
@@ -10,12 +11,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <ostream>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "device_buffer.hpp"
@@ -224,6 +227,99 @@ TEST_P(CudaCoarseStage, ListsBitIdenticalAndOutputCloseToCpu) {
 std::string coarse_case_name(const ::testing::TestParamInfo<CoarseCase>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaCoarseStage, ::testing::ValuesIn(coarse_cases()), coarse_case_name);
+
+// ---- coarse stage backward -----------------------------------------------------------------------
+
+// The CUDA backward (3xTF32 products) against the CPU's float64 one on the
+// same means and the CPU forward's output: rows not a multiple of the warps'
+// 16, keys past the kernels' 64-key chunks, GQA groups summed in dK and dV,
+// dead blocks, no live block, int32 and int64 counts, both head dims.
+struct CoarseBackwardCase {
+  std::string name;
+  std::int64_t batch, heads, kv_heads, nq, nk, dim;
+  DType count_dtype = DType::i64;
+  bool no_live_block = false;
+};
+
+void PrintTo(const CoarseBackwardCase& c, std::ostream* os) { *os << c.name; }
+
+class CudaCoarseStageBackward : public ::testing::TestWithParam<CoarseBackwardCase> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaCoarseStageBackward, GradientsCloseToCpu) {
+  const CoarseBackwardCase& c = GetParam();
+  std::mt19937_64 rng(next_seed());
+  HostTensor q = random_f32(rng, {c.batch, c.heads, c.nq, c.dim});
+  HostTensor k = random_f32(rng, {c.batch, c.kv_heads, c.nk, c.dim});
+  HostTensor v = random_f32(rng, {c.batch, c.kv_heads, c.nk, c.dim});
+  HostTensor dcoarse = random_f32(rng, {c.batch, c.heads, c.nq, c.dim});
+  std::vector<std::int64_t> sizes = mixed_counts(rng, c.nk, 64);
+  if (c.no_live_block) sizes.assign(static_cast<std::size_t>(c.nk), 0);
+  HostTensor vbs = int_vector(c.count_dtype, sizes);
+  HostTensor coarse(DType::f32, {c.batch, c.heads, c.nq, c.dim});
+  HostTensor idx(DType::i32, {c.batch, c.heads, c.nq, 1}), num(DType::i32, {c.batch, c.heads, c.nq});
+  coarse_stage({q.ref(), k.ref(), v.ref(), vbs.ref(), 0.0f, coarse.ref(), idx.ref(), num.ref(), nullptr});
+
+  HostTensor cpu_dq(DType::f32, {c.batch, c.heads, c.nq, c.dim});
+  HostTensor cpu_dk(DType::f32, {c.batch, c.kv_heads, c.nk, c.dim}), cpu_dv = cpu_dk;
+  for (HostTensor* t : {&cpu_dq, &cpu_dk, &cpu_dv}) t->poison();
+  HostTensor gpu_dq = cpu_dq, gpu_dk = cpu_dk, gpu_dv = cpu_dv;
+  coarse_stage_backward({q.ref(), k.ref(), v.ref(), vbs.ref(), 0.0f, coarse.ref(), dcoarse.ref(), cpu_dq.ref(),
+                         cpu_dk.ref(), cpu_dv.ref()});
+  on_device({&q, &k, &v, &vbs, &coarse, &dcoarse, &gpu_dq, &gpu_dk, &gpu_dv}, [&](const std::vector<TensorRef>& r) {
+    CoarseStageBackwardParams p{r[0], r[1], r[2], r[3], 0.0f, r[4], r[5], r[6], r[7], r[8]};
+    const std::size_t bytes = coarse_stage_backward_workspace_bytes(p);
+    ASSERT_GT(bytes, 0u);
+    const DeviceBytes workspace(bytes);
+    p.workspace = workspace.data();
+    p.workspace_bytes = bytes - 256;
+    try {
+      coarse_stage_backward(p);
+      ADD_FAILURE() << "a workspace smaller than coarse_stage_backward_workspace_bytes was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "workspace") << e.what();
+    }
+    p.workspace_bytes = bytes;
+    coarse_stage_backward(p);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  });
+  const std::pair<const HostTensor*, const HostTensor*> pairs[] = {
+      {&gpu_dq, &cpu_dq}, {&gpu_dk, &cpu_dk}, {&gpu_dv, &cpu_dv}};
+  for (const auto& [gpu, cpu] : pairs) {
+    EXPECT_TRUE(gpu->written_exactly_view());
+    if (c.no_live_block) {
+      expect_identical(*gpu, *cpu, "a gradient with no live block");  // all 0
+    } else {
+      const double difference = relative_difference(*gpu, *cpu);
+      std::cout << "[ diff     ] " << c.name << ": " << difference << "\n";
+      EXPECT_LE(difference, 1e-4);
+    }
+  }
+}
+
+std::vector<CoarseBackwardCase> coarse_backward_cases() {
+  return {
+      {"small_gqa2", 2, 4, 2, 5, 9, 64},
+      {"d128_gqa3_i32", 1, 6, 2, 33, 40, 128, DType::i32},
+      {"one_key", 1, 2, 1, 7, 1, 64},
+      {"keys_past_a_chunk", 1, 2, 2, 17, 70, 128},
+      {"no_live_block", 1, 2, 1, 9, 12, 64, DType::i64, true},
+      {"wan_480p_like", 1, 2, 2, 624, 624, 128},
+      {"gqa4_long_group", 1, 4, 1, 300, 200, 128},
+      {"d64_many_keys", 1, 1, 1, 40, 1030, 64, DType::i32},
+  };
+}
+
+std::string coarse_backward_case_name(const ::testing::TestParamInfo<CoarseBackwardCase>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaCoarseStageBackward, ::testing::ValuesIn(coarse_backward_cases()),
+                         coarse_backward_case_name);
 
 // NaN scores rank above +inf on both backends (docs/layer.md): a query row of
 // NaN means ties on every live block and takes the lowest ids; a NaN key mean

@@ -130,6 +130,13 @@ def coarse_stage_samples(gen, device):
         yield (*[m.requires_grad_() for m in means], p.vbs, p.topk, 0.0)
 
 
+def coarse_stage_backward_samples(gen, device):
+    for p in _layer_problems(gen, device):
+        means = [torch.ops.vsa.block_mean(t, vbs, p.layout) for t, vbs in ((p.q, p.q_vbs), (p.k, p.vbs), (p.v, p.vbs))]
+        coarse = torch.ops.vsa.coarse_stage(*means, p.vbs, p.topk, 0.0)[0]
+        yield (*means, p.vbs, coarse, torch.randn(coarse.shape, generator=gen).to(coarse), 0.0)
+
+
 def _coarse_of(p):
     heads = p.q.shape[1] if p.layout == "bhsd" else p.q.shape[2]
     return torch.randn(p.q.shape[0], heads, len(p.q_vbs), p.q.shape[-1], device=p.q.device)
@@ -164,6 +171,7 @@ SAMPLES = {
     "block_means": block_means_samples,
     "block_mean_backward": block_mean_backward_samples,
     "coarse_stage": coarse_stage_samples,
+    "coarse_stage_backward": coarse_stage_backward_samples,
     "gate_combine": gate_combine_samples,
     "gate_combine_backward": gate_combine_backward_samples,
     "fine_stage_gated": fine_stage_gated_samples,
