@@ -9,9 +9,10 @@ kernels; in a graph only the GPU's time and the launches' own gaps remain.
         [--coarse-rows 32,16] [--rounds 5]
 
 Parts: means (block_means of q, k, v), coarse (the coarse stage on those means), fine-gated
-(the layer's fine stage with the coarse output added), fine (block_sparse_attn alone on the
-same lists, the real query rows: the yardstick of issue 9), layer (video_sparse_attn without
-gradients), layer-train (its forward and backward, the gradients of q, k and v accumulated), bwd
+(the layer's fine stage with the coarse output added), coarse-bwd (the coarse stage's
+backward: the op where the package has it, else the torch version it replaced), fine
+(block_sparse_attn alone on the same lists, the real query rows: the yardstick of issue 9), layer
+(video_sparse_attn without gradients), layer-train (its forward and backward, the gradients of q, k and v accumulated), bwd
 and bwd-rows (the backward op on the layer's lists, without and with the real query rows). --coarse-rows times the coarse stage once per VSA_COARSE_ROWS value.
 """
 import argparse
@@ -21,6 +22,7 @@ import statistics
 import torch
 
 import vsa
+import vsa.layer_ops
 from vsa.attention import _backward, _forward
 from vsa.bench.cases import CASES
 from vsa.bench.inputs import case_inputs, zero_pad_tokens
@@ -72,6 +74,9 @@ def main():
         coarse, q2k_idx, q2k_num = _coarse_stage(*means, vbs, topk, scale)
         out, lse = _forward(q, k, v, q2k_idx, q2k_num, vbs, None, scale, True, "bhsd", False)
         dout = torch.randn_like(out)
+        dcoarse = torch.randn_like(coarse)
+    # Packages before the coarse backward's op ran it as torch ops (layer_ops.coarse_stage_backward).
+    coarse_backward = getattr(vsa.layer_ops, "_coarse_stage_backward", None) or vsa.layer_ops.coarse_stage_backward
     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
 
     def layer_train():
@@ -82,6 +87,7 @@ def main():
     parts = {
         "means": lambda: _block_means(q, k, v, vbs, vbs, "bhsd"),
         "coarse": lambda: _coarse_stage(*means, vbs, topk, scale),
+        "coarse-bwd": lambda: coarse_backward(*means, vbs, coarse, dcoarse, scale),
         "fine-gated": lambda: _fine_stage_gated(q, k, v, q2k_idx, q2k_num, vbs, vbs, coarse, None, scale, "bhsd"),
         "fine": lambda: vsa.block_sparse_attn(q, k, v, q2k_idx, q2k_num, vbs, need_lse=False,
                                               q_variable_block_sizes=vbs)[0],
