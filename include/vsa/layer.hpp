@@ -93,11 +93,12 @@ void coarse_stage(const CoarseStageParams& params);
 //   dS     = P ∘ (dcoarse · v_meanᵀ − rowsum(dcoarse ∘ coarse_out)),
 //   dq_mean = scale · dS · k_mean,  dk_mean = scale · dSᵀ · q_mean,
 //   dv_mean = Pᵀ · dcoarse           (dk/dv summed over the group's rows).
-// Precision: float64 on the CPU; on CUDA every product in 3xTF32 on the
-// tensor cores (about float32's accuracy). The scores here are the products
-// of the float32 means, not coarse_stage's exact integer scores: the two
-// agree to float32's accuracy, which is all a gradient needs (docs/layer.md).
-// The result is bitwise repeatable on each backend (no atomics).
+// Precision: float64 on the CPU; on CUDA every product on the tensor cores
+// with its operands rounded to TF32 (10 mantissa bits, finer than the bf16
+// operands of the fine stage's backward) and float32 sums: ~4e-4 relative.
+// The scores here are products of the means, not coarse_stage's exact
+// integer scores (the lists, which need those, have no gradient). The result
+// is bitwise repeatable on each backend (no atomics).
 struct CoarseStageBackwardParams {
   TensorRef q_mean;                // [B, H, NQ, D] f32, contiguous, as for coarse_stage
   TensorRef k_mean, v_mean;        // [B, Hkv, NK, D] f32, contiguous

@@ -2,7 +2,7 @@
 // block means, their gradient and the coarse stage's block lists must be
 // bit-identical (docs/layer.md, "Precision"); the coarse output, the gate
 // combine and its gradient agree to float32 rounding, the coarse stage's
-// gradients to about float32's accuracy; topk_to_index sorts
+// gradients to TF32's; topk_to_index sorts
 // and pack_varlen_index moves lists exactly as on the CPU. Skipped when the
 // machine has no CUDA device.
 #include <cuda_runtime_api.h>
@@ -230,8 +230,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaCoarseStage, ::testing::ValuesIn(coarse_case
 
 // ---- coarse stage backward -----------------------------------------------------------------------
 
-// The CUDA backward (3xTF32 products) against the CPU's float64 one on the
-// same means and the CPU forward's output: rows not a multiple of the warps'
+// The CUDA backward (products of TF32-rounded operands, float32 sums: ~4e-4
+// relative in a numpy model of it on these inputs) against the CPU's float64
+// one on the same means and the CPU forward's output: rows not a multiple of the warps'
 // 16, keys past the kernels' 64-key chunks, GQA groups summed in dK and dV,
 // dead blocks, no live block, int32 and int64 counts, both head dims.
 struct CoarseBackwardCase {
@@ -296,7 +297,7 @@ TEST_P(CudaCoarseStageBackward, GradientsCloseToCpu) {
     } else {
       const double difference = relative_difference(*gpu, *cpu);
       std::cout << "[ diff     ] " << c.name << ": " << difference << "\n";
-      EXPECT_LE(difference, 1e-4);
+      EXPECT_LE(difference, 2e-3);
     }
   }
 }

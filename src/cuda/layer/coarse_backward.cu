@@ -3,24 +3,39 @@
 // query rows are the rows of its group's query heads (consecutive in
 // [B, H, NQ, D]) and whose keys are its NK blocks:
 //
+//   rounding     q, dout, k and v means rounded to TF32 once, into the
+//                workspace (every product below reads them as they are).
 //   rows kernel  a warp per 16 query rows walks the keys in chunks of 64,
 //                twice: first for each row's score maximum and softmax sum,
 //                then for P, dP = dO·Vᵀ, dS = P ∘ (dP − δ) with
-//                δ = rowsum(dO ∘ O), and dQ = scale · dS·K, kept in
-//                registers; P and dS go to the workspace.
+//                δ = rowsum(dO ∘ O) (float32, from the unrounded means), and
+//                dQ = scale · dS·K, kept in registers; P and dS go to the
+//                workspace, rounded to TF32.
 //   keys kernel  a warp per 16 keys and one of dV = Pᵀ·dO or
 //                dK = scale · dSᵀ·Q over all R rows: the group's sum in one
 //                warp's registers, without atomics (bitwise repeatable).
 //
-// Every product runs on mma.sync in 3xTF32 (tf32x3.cuh, about float32's
-// accuracy; the torch version this replaces ran float32 GEMMs on the CUDA
-// cores). The workspace holds P and dS as [B · Hkv][rows_padded][keys_padded]
-// float32 with zeros in the padding, which the rows kernel writes whole, so
-// the keys kernel reads whole 8-row steps and 16-key tiles without masks.
+// Every product is one mma.sync on TF32 operands rounded to nearest with
+// float32 accumulation (about 2^-11 relative per operand: finer than the
+// bf16 operands of the fine stage's backward). 3xTF32, as the forward's P·V,
+// took 362 µs on Wan 480p against this version's (docs/kernel-notes.md): it is
+// three times the products and ~4 instructions per product for the splits,
+// in kernels that run one warp per scheduler. The fragments are read 16 bytes
+// at a time: along D in the score products (lane t takes 4 consecutive
+// columns for two k-steps, the query rows the same way) and along the output
+// columns in dQ, dK and dV (lane g takes 4 consecutive columns for four
+// n-tiles, so a lane's accumulators hold columns 32c + 8t + (0..7)).
+//
+// The workspace holds P and dS as [B · Hkv][rows_padded][keys_padded] float32
+// with zeros in the padding, which the rows kernel writes whole, so the keys
+// kernel reads whole 8-row steps and 16-key tiles without masks; then the
+// rounded means.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_guard.hpp"
@@ -40,13 +55,15 @@ constexpr int kChunkTiles = kChunkKeys / 8;   // its n8 tiles
 constexpr int kRowWarps = 4;                  // warps per CTA of the rows kernel
 constexpr int kKeyTilesPerCta = 2;            // 16-key tiles per CTA of the keys kernel, two warps each
 constexpr int kKeyWarps = 2 * kKeyTilesPerCta;
+constexpr unsigned kAll = 0xffffffffu;
 
 struct MeanGradParams {
-  const float* q;     // [B · Hkv, rows, D]: the means viewed by KV head
-  const float* out;   // coarse_out, as q
-  const float* dout;  // dcoarse, as q
-  const float* k;     // [B · Hkv, keys, D]
-  const float* v;
+  const float* out;   // coarse_out [B · Hkv, rows, D]: the means viewed by KV head
+  const float* dout;  // dcoarse, as out
+  const float* q_r;   // q_mean rounded to TF32, as out (workspace)
+  const float* dout_r;
+  const float* k_r;   // k_mean rounded, [B · Hkv, keys, D] (workspace)
+  const float* v_r;
   const void* vbs;
   bool vbs_is_64;
   float* dq;
@@ -60,11 +77,39 @@ struct MeanGradParams {
 
 int round_up(std::int64_t x, int unit) { return static_cast<int>((x + unit - 1) / unit * unit); }
 
-// Shared memory of one rows-kernel warp: its 16 rows of q and dout (pitch D + 4,
-// so a fragment's eight rows fall in different banks) and one chunk of dS.
+__device__ __forceinline__ std::uint32_t bits(float x) { return __float_as_uint(x); }
+
+__device__ __forceinline__ void mma(float (&d)[4], float a0, float a1, float a2, float a3, float b0, float b1) {
+  tf32x3::mma(d, bits(a0), bits(a1), bits(a2), bits(a3), bits(b0), bits(b1));
+}
+
+// The four source tensors rounded to TF32 into their workspace copies, 16 bytes per thread.
+struct RoundingParams {
+  const float4* src[4];
+  float4* dst[4];
+  std::int64_t vecs[4];
+};
+
+// Part blockIdx.y, grid-strided.
+__global__ void __launch_bounds__(layer::kThreads) round_means_kernel(const RoundingParams p) {
+  const int part = static_cast<int>(blockIdx.y);
+  const float4* src = part == 0 ? p.src[0] : part == 1 ? p.src[1] : part == 2 ? p.src[2] : p.src[3];
+  float4* dst = part == 0 ? p.dst[0] : part == 1 ? p.dst[1] : part == 2 ? p.dst[2] : p.dst[3];
+  const std::int64_t vecs = part == 0 ? p.vecs[0] : part == 1 ? p.vecs[1] : part == 2 ? p.vecs[2] : p.vecs[3];
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vecs;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float4 x = __ldg(src + i);
+    dst[i] = make_float4(__uint_as_float(tf32x3::round_to_tf32(x.x)), __uint_as_float(tf32x3::round_to_tf32(x.y)),
+                         __uint_as_float(tf32x3::round_to_tf32(x.z)), __uint_as_float(tf32x3::round_to_tf32(x.w)));
+  }
+}
+
+// Shared memory of one rows-kernel warp: its 16 rows of q and dout (pitch D + 16: a
+// quarter-warp's 16-byte reads of two rows fall 16 banks apart) and one chunk of dS
+// (pitch 68: the eight rows of a fragment's 4-byte reads in different banks).
 template <int kHeadDim>
 struct RowsSmem {
-  static constexpr int kPitch = kHeadDim + 4;
+  static constexpr int kPitch = kHeadDim + 16;
   static constexpr int kDsPitch = kChunkKeys + 4;
   static constexpr int kWarpFloats = 2 * kTileRows * kPitch + kTileRows * kDsPitch;
   static constexpr std::size_t kBytes = sizeof(float) * kWarpFloats * kRowWarps;
@@ -76,15 +121,11 @@ __device__ __forceinline__ bool live_block(const MeanGradParams& p, int j) {
   return size > 0;
 }
 
-// The A fragment of rows g and g + 8, columns c and c + 4 of a row-major tile in shared memory.
-__device__ __forceinline__ tf32x3::FragA fragment_a(const float* tile, int pitch, int g, int c) {
-  return {{tf32x3::split(tile[g * pitch + c]), tf32x3::split(tile[(g + 8) * pitch + c]),
-           tf32x3::split(tile[g * pitch + c + 4]), tf32x3::split(tile[(g + 8) * pitch + c + 4])}};
-}
-
-// acc = x · yᵀ for the warp's 16 rows x (shared) and keys j0 .. j0 + 63 of y
-// (global, [keys, D]): the scores (x = q, y = k) or dP (x = dout, y = v) of
-// one chunk. Keys past the last read the last one; the caller masks them.
+// acc = x · yᵀ for the warp's 16 rows x (shared, rounded) and keys j0 .. j0 + 63 of y
+// (global, [keys, D], rounded): the scores (x = q, y = k) or dP (x = dout, y = v) of one
+// chunk. Lane t reads columns d + 4t .. d + 4t + 3 of its rows and keys: the first two are
+// k-slots t and t + 4 of one mma, the last two of the next. Keys past the last read the
+// last one; the caller masks them.
 template <int kHeadDim>
 __device__ __forceinline__ void chunk_products(float (&acc)[kChunkTiles][4], const float* x, const float* y, int j0,
                                                int keys, int lane) {
@@ -93,35 +134,70 @@ __device__ __forceinline__ void chunk_products(float (&acc)[kChunkTiles][4], con
   const float* key_rows[kChunkTiles];
 #pragma unroll
   for (int n = 0; n < kChunkTiles; ++n) {
-    key_rows[n] = y + static_cast<std::int64_t>(min(j0 + 8 * n + g, keys - 1)) * kHeadDim + t;
+    key_rows[n] = y + static_cast<std::int64_t>(min(j0 + 8 * n + g, keys - 1)) * kHeadDim + 4 * t;
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   }
-#pragma unroll 4
-  for (int d = 0; d < kHeadDim; d += 8) {
-    const tf32x3::FragA a = fragment_a(x, kPitch, g, d + t);
-    tf32x3::FragB b[kChunkTiles];
+  const float* x0 = x + g * kPitch + 4 * t;
+  const float* x8 = x0 + 8 * kPitch;
+#pragma unroll 2
+  for (int d = 0; d < kHeadDim; d += 16) {
+    const float4 a0 = *reinterpret_cast<const float4*>(x0 + d), a8 = *reinterpret_cast<const float4*>(x8 + d);
+    float4 b[kChunkTiles];
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n)
-      b[n] = {{tf32x3::split(__ldg(key_rows[n] + d)), tf32x3::split(__ldg(key_rows[n] + d + 4))}};
-    tf32x3::mma3_row(acc, a, b);
+    for (int n = 0; n < kChunkTiles; ++n) b[n] = __ldg(reinterpret_cast<const float4*>(key_rows[n] + d));
+#pragma unroll
+    for (int n = 0; n < kChunkTiles; ++n) mma(acc[n], a0.x, a8.x, a0.y, a8.y, b[n].x, b[n].y);
+#pragma unroll
+    for (int n = 0; n < kChunkTiles; ++n) mma(acc[n], a0.z, a8.z, a0.w, a8.w, b[n].z, b[n].w);
   }
 }
 
-// dq += ds · k[j0 .. j0 + 63] for the chunk's dS tile (shared, 16 × 64).
+// acc[4c + i] += a · (rows y0 and y1 of a [·, D] tensor): one k-step of a product whose B
+// is row-major along the output columns. Lane g reads columns 32c + 4g .. 32c + 4g + 3,
+// column 32c + 4g + i feeding n-tile 4c + i.
+template <int kHeadDim>
+__device__ __forceinline__ void column_step(float (&acc)[kHeadDim / 8][4], float a0, float a1, float a2, float a3,
+                                            const float* y0, const float* y1, bool real0, bool real1) {
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int c = 0; c < kHeadDim / 32; ++c) {
+    const float4 b0 = real0 ? __ldg(reinterpret_cast<const float4*>(y0 + 32 * c)) : zero;
+    const float4 b1 = real1 ? __ldg(reinterpret_cast<const float4*>(y1 + 32 * c)) : zero;
+    mma(acc[4 * c + 0], a0, a1, a2, a3, b0.x, b1.x);
+    mma(acc[4 * c + 1], a0, a1, a2, a3, b0.y, b1.y);
+    mma(acc[4 * c + 2], a0, a1, a2, a3, b0.z, b1.z);
+    mma(acc[4 * c + 3], a0, a1, a2, a3, b0.w, b1.w);
+  }
+}
+
+// Writes accumulator row h (0: fragment row g, 1: g + 8) of column_step's tiles, times
+// factor, to `row` (a D-float output row): lane t's columns 32c + 8t .. 32c + 8t + 7.
+template <int kHeadDim>
+__device__ __forceinline__ void store_columns(float* row, const float (&acc)[kHeadDim / 8][4], int h, int t,
+                                              float factor) {
+#pragma unroll
+  for (int c = 0; c < kHeadDim / 32; ++c) {
+    float* at = row + 32 * c + 8 * t;
+    *reinterpret_cast<float4*>(at) = make_float4(acc[4 * c][2 * h] * factor, acc[4 * c + 1][2 * h] * factor,
+                                                 acc[4 * c + 2][2 * h] * factor, acc[4 * c + 3][2 * h] * factor);
+    *reinterpret_cast<float4*>(at + 4) =
+        make_float4(acc[4 * c][2 * h + 1] * factor, acc[4 * c + 1][2 * h + 1] * factor,
+                    acc[4 * c + 2][2 * h + 1] * factor, acc[4 * c + 3][2 * h + 1] * factor);
+  }
+}
+
+// dq += ds · k[j0 .. j0 + 63] for the chunk's dS tile (shared, 16 × 64, rounded).
 template <int kHeadDim>
 __device__ __forceinline__ void accumulate_dq(float (&dq)[kHeadDim / 8][4], const float* ds, const float* k, int j0,
                                               int keys, int lane) {
+  constexpr int kDsPitch = RowsSmem<kHeadDim>::kDsPitch;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll 2
   for (int j = 0; j < kChunkKeys; j += 8) {
-    const tf32x3::FragA a = fragment_a(ds, RowsSmem<kHeadDim>::kDsPitch, g, j + t);
-    const float* k0 = k + static_cast<std::int64_t>(min(j0 + j + t, keys - 1)) * kHeadDim + g;
-    const float* k1 = k + static_cast<std::int64_t>(min(j0 + j + t + 4, keys - 1)) * kHeadDim + g;
-    tf32x3::FragB b[kHeadDim / 8];
-#pragma unroll
-    for (int n = 0; n < kHeadDim / 8; ++n)
-      b[n] = {{tf32x3::split(__ldg(k0 + 8 * n)), tf32x3::split(__ldg(k1 + 8 * n))}};
-    tf32x3::mma3_row(dq, a, b);
+    const float* k0 = k + static_cast<std::int64_t>(min(j0 + j + t, keys - 1)) * kHeadDim + 4 * g;
+    const float* k1 = k + static_cast<std::int64_t>(min(j0 + j + t + 4, keys - 1)) * kHeadDim + 4 * g;
+    column_step<kHeadDim>(dq, ds[g * kDsPitch + j + t], ds[(g + 8) * kDsPitch + j + t], ds[g * kDsPitch + j + t + 4],
+                          ds[(g + 8) * kDsPitch + j + t + 4], k0, k1, true, true);
   }
 }
 
@@ -146,8 +222,8 @@ struct RowSoftmax {
   __device__ __forceinline__ void merge_quad() {
 #pragma unroll
     for (int offset = 1; offset < 4; offset *= 2) {
-      const float other_top = __shfl_xor_sync(0xffffffffu, top, offset);
-      const float other_total = __shfl_xor_sync(0xffffffffu, total, offset);
+      const float other_top = __shfl_xor_sync(kAll, top, offset);
+      const float other_total = __shfl_xor_sync(kAll, total, offset);
       const float high = fmaxf(top, other_top);
       if (high != -INFINITY)
         total = total * ptx::exp2_fast(top - high) + other_total * ptx::exp2_fast(other_top - high);
@@ -166,24 +242,25 @@ __global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const Me
   const std::int64_t head = blockIdx.y;
   const int real_rows = min(kTileRows, p.rows - row0);
   const std::int64_t first = head * p.rows + row0;  // the warp's first row in q, out, dout and dq
-  const float* k = p.k + head * p.keys * kHeadDim;
-  const float* v = p.v + head * p.keys * kHeadDim;
+  const float* k = p.k_r + head * p.keys * kHeadDim;
+  const float* v = p.v_r + head * p.keys * kHeadDim;
   float* xs = reinterpret_cast<float*>(smem_vec) + warp * S::kWarpFloats;
   float* qs = xs;
   float* gs = xs + kTileRows * S::kPitch;
   float* ds = xs + 2 * kTileRows * S::kPitch;
 
-  // The warp's rows of q and dout (0 past the last row).
+  // The warp's rows of q and dout, rounded (0 past the last row).
   constexpr int kVecs = kHeadDim / 4;
   for (int i = lane; i < kTileRows * kVecs; i += 32) {
     const int r = i / kVecs, c = 4 * (i % kVecs);
     const bool real = r < real_rows;
     const std::int64_t at = (first + r) * kHeadDim + c;
     const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    *reinterpret_cast<float4*>(qs + r * S::kPitch + c) = real ? __ldg(reinterpret_cast<const float4*>(p.q + at)) : zero;
-    *reinterpret_cast<float4*>(gs + r * S::kPitch + c) = real ? __ldg(reinterpret_cast<const float4*>(p.dout + at)) : zero;
+    *reinterpret_cast<float4*>(qs + r * S::kPitch + c) = real ? __ldg(reinterpret_cast<const float4*>(p.q_r + at)) : zero;
+    *reinterpret_cast<float4*>(gs + r * S::kPitch + c) =
+        real ? __ldg(reinterpret_cast<const float4*>(p.dout_r + at)) : zero;
   }
-  // δ = rowsum(dout ∘ out): lanes 2r and 2r + 1 sum row r's halves.
+  // δ = rowsum(dout ∘ out) of the float32 means: lanes 2r and 2r + 1 sum row r's halves.
   float delta[2];
   {
     const int r = lane >> 1, half = (lane & 1) * (kHeadDim / 2);
@@ -194,9 +271,9 @@ __global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const Me
 #pragma unroll 8
       for (int c = 0; c < kHeadDim / 2; ++c) sum = fmaf(__ldg(dout + c), __ldg(o + c), sum);
     }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    delta[0] = __shfl_sync(0xffffffffu, sum, 2 * g);
-    delta[1] = __shfl_sync(0xffffffffu, sum, 2 * (g + 8));
+    sum += __shfl_xor_sync(kAll, sum, 1);
+    delta[0] = __shfl_sync(kAll, sum, 2 * g);
+    delta[1] = __shfl_sync(kAll, sum, 2 * (g + 8));
   }
   __syncwarp();
 
@@ -242,8 +319,10 @@ __global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const Me
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const bool weighted = live[e] && real[h];
-          prob[e] = weighted ? ptx::exp2_fast(s[n][2 * h + e] * p.scale_log2 - soft[h].top) * inv_total[h] : 0.0f;
-          dscore[e] = weighted ? prob[e] * (dp[n][2 * h + e] - delta[h]) : 0.0f;
+          const float exact =
+              weighted ? ptx::exp2_fast(s[n][2 * h + e] * p.scale_log2 - soft[h].top) * inv_total[h] : 0.0f;
+          dscore[e] = weighted ? __uint_as_float(tf32x3::round_to_tf32(exact * (dp[n][2 * h + e] - delta[h]))) : 0.0f;
+          prob[e] = __uint_as_float(tf32x3::round_to_tf32(exact));
         }
         const int r = g + 8 * h;
         const std::int64_t at = ws_rows + static_cast<std::int64_t>(r) * p.keys_padded + j;
@@ -258,13 +337,8 @@ __global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const Me
   }
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (!real[h]) continue;
-    float* row = p.dq + (first + g + 8 * h) * kHeadDim + 2 * t;
-#pragma unroll
-    for (int n = 0; n < kHeadDim / 8; ++n)
-      *reinterpret_cast<float2*>(row + 8 * n) = make_float2(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
-  }
+  for (int h = 0; h < 2; ++h)
+    if (real[h]) store_columns<kHeadDim>(p.dq + (first + g + 8 * h) * kHeadDim, dq, h, t, p.scale);
 }
 
 template <int kHeadDim>
@@ -274,50 +348,56 @@ __global__ void __launch_bounds__(32 * kKeyWarps) coarse_keys_kernel(const MeanG
   if (j0 >= p.keys) return;
   const bool is_dk = (warp & 1) != 0;  // warp-uniform: dK = scale · dSᵀ·Q, else dV = Pᵀ·dO
   const std::int64_t head = blockIdx.y;
-  const float* x = (is_dk ? p.dscores : p.probs) + head * p.rows_padded * p.keys_padded + j0 + g;
-  const float* y = (is_dk ? p.q : p.dout) + head * p.rows * kHeadDim + g;
+  // Fragment row g holds key j0 + 2g, row g + 8 key j0 + 2g + 1: one 8-byte read each row step.
+  const float* x = (is_dk ? p.dscores : p.probs) + head * p.rows_padded * p.keys_padded + j0 + 2 * g;
+  const float* y = (is_dk ? p.q_r : p.dout_r) + head * p.rows * kHeadDim + 4 * g;
 
   float acc[kHeadDim / 8][4] = {};
 #pragma unroll 2
   for (int r0 = 0; r0 < p.rows_padded; r0 += 8) {
-    const float* x0 = x + static_cast<std::int64_t>(r0 + t) * p.keys_padded;
-    const float* x1 = x0 + 4 * static_cast<std::int64_t>(p.keys_padded);
-    const tf32x3::FragA a = {
-        {tf32x3::split(x0[0]), tf32x3::split(x0[8]), tf32x3::split(x1[0]), tf32x3::split(x1[8])}};
+    const float2 x0 = *reinterpret_cast<const float2*>(x + static_cast<std::int64_t>(r0 + t) * p.keys_padded);
+    const float2 x1 = *reinterpret_cast<const float2*>(x + static_cast<std::int64_t>(r0 + t + 4) * p.keys_padded);
     // Rows past the last are padding (their P and dS are 0); y is read as 0 there.
     const bool real0 = r0 + t < p.rows, real1 = r0 + t + 4 < p.rows;
     const float* y0 = y + static_cast<std::int64_t>(min(r0 + t, p.rows - 1)) * kHeadDim;
     const float* y1 = y + static_cast<std::int64_t>(min(r0 + t + 4, p.rows - 1)) * kHeadDim;
-    tf32x3::FragB b[kHeadDim / 8];
-#pragma unroll
-    for (int n = 0; n < kHeadDim / 8; ++n)
-      b[n] = {{tf32x3::split(real0 ? __ldg(y0 + 8 * n) : 0.0f), tf32x3::split(real1 ? __ldg(y1 + 8 * n) : 0.0f)}};
-    tf32x3::mma3_row(acc, a, b);
+    column_step<kHeadDim>(acc, x0.x, x0.y, x1.x, x1.y, y0, y1, real0, real1);
   }
 
   const float factor = is_dk ? p.scale : 1.0f;
-  float* dst = (is_dk ? p.dk : p.dv) + head * p.keys * kHeadDim + 2 * t;
+  float* dst = (is_dk ? p.dk : p.dv) + head * p.keys * kHeadDim;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int key = j0 + g + 8 * h;
-    if (key >= p.keys) continue;
-#pragma unroll
-    for (int n = 0; n < kHeadDim / 8; ++n)
-      *reinterpret_cast<float2*>(dst + static_cast<std::int64_t>(key) * kHeadDim + 8 * n) =
-          make_float2(acc[n][2 * h] * factor, acc[n][2 * h + 1] * factor);
+    const int key = j0 + 2 * g + h;
+    if (key < p.keys) store_columns<kHeadDim>(dst + static_cast<std::int64_t>(key) * kHeadDim, acc, h, t, factor);
   }
 }
 
-struct Padded {
-  int rows, keys;
+// The workspace: P and dS, then the rounded q, dout, k and v means (floats).
+struct WorkspaceLayout {
+  int rows_padded, keys_padded;
+  std::int64_t scores;  // floats of P (and of dS)
+  std::int64_t rows;    // floats of q_mean (and of dcoarse)
+  std::int64_t keys;    // floats of k_mean (and of v_mean)
+  std::size_t bytes() const { return sizeof(float) * static_cast<std::size_t>(2 * (scores + rows + keys)); }
 };
 
-Padded padded_extents(const detail::CoarseShape& c) {
-  return {round_up(c.heads / c.kv_heads * c.nq, kTileRows), round_up(c.nk, kChunkKeys)};
+WorkspaceLayout workspace_layout(const detail::CoarseShape& c) {
+  WorkspaceLayout w{};
+  w.rows_padded = round_up(c.heads / c.kv_heads * c.nq, kTileRows);
+  w.keys_padded = round_up(c.nk, kChunkKeys);
+  w.scores = c.batch * c.kv_heads * static_cast<std::int64_t>(w.rows_padded) * w.keys_padded;
+  w.rows = c.batch * c.heads * c.nq * c.dim;
+  w.keys = c.batch * c.kv_heads * c.nk * c.dim;
+  return w;
 }
 
 template <int kHeadDim>
-void launch(const MeanGradParams& p, unsigned heads, cudaStream_t stream) {
+void launch(const MeanGradParams& p, const RoundingParams& rounding, unsigned heads, cudaStream_t stream) {
+  // The larger of the parts in at most 4 × 132 CTAs per part (grid-strided past that).
+  const std::int64_t vecs = std::max(rounding.vecs[0], rounding.vecs[2]);
+  round_means_kernel<<<dim3(std::min(layer::ctas_for(vecs), 528u), 4), layer::kThreads, 0, stream>>>(rounding);
+  check_launch("round_means_kernel");
   constexpr std::size_t kRowsSmem = RowsSmem<kHeadDim>::kBytes;
   check_cuda(cudaFuncSetAttribute(coarse_rows_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kRowsSmem)),
@@ -332,56 +412,64 @@ void launch(const MeanGradParams& p, unsigned heads, cudaStream_t stream) {
 
 }  // namespace
 
-std::size_t coarse_stage_backward_workspace_bytes(const detail::CoarseShape& c) {
-  const Padded padded = padded_extents(c);
-  return 2 * sizeof(float) * static_cast<std::size_t>(c.batch * c.kv_heads) * static_cast<std::size_t>(padded.rows) *
-         static_cast<std::size_t>(padded.keys);
-}
+std::size_t coarse_stage_backward_workspace_bytes(const detail::CoarseShape& c) { return workspace_layout(c).bytes(); }
 
 void coarse_stage_backward(const CoarseStageBackwardParams& params, const detail::CoarseShape& c) {
-  // Rows are read in 16-byte pieces.
-  layer::require_aligned_blocks(params.q_mean, "q_mean");
-  layer::require_aligned_blocks(params.coarse_out, "coarse_out");
-  layer::require_aligned_blocks(params.dcoarse, "dcoarse");
-  const Padded padded = padded_extents(c);
-  if (static_cast<std::int64_t>(padded.rows) * padded.keys > INT32_MAX || c.batch * c.kv_heads > 65535)
+  // Every tensor is read or written in 16-byte pieces.
+  const std::pair<const TensorRef*, const char*> blocks[] = {
+      {&params.q_mean, "q_mean"},   {&params.k_mean, "k_mean"},   {&params.v_mean, "v_mean"},
+      {&params.coarse_out, "coarse_out"}, {&params.dcoarse, "dcoarse"}, {&params.dq_mean, "dq_mean"},
+      {&params.dk_mean, "dk_mean"}, {&params.dv_mean, "dv_mean"}};
+  for (const auto& [tensor, name] : blocks) layer::require_aligned_blocks(*tensor, name);
+  const WorkspaceLayout w = workspace_layout(c);
+  if (static_cast<std::int64_t>(w.rows_padded) * w.keys_padded > INT32_MAX || c.batch * c.kv_heads > 65535)
     throw Error(ErrorKind::unsupported, "q_mean.shape",
                 "at most 2^31 query rows × KV blocks per KV head and 65535 (batch, KV head) pairs on CUDA",
                 params.q_mean.shape_string());
-  const std::size_t need = coarse_stage_backward_workspace_bytes(c);
-  if (params.workspace == nullptr || params.workspace_bytes < need)
+  if (params.workspace == nullptr || params.workspace_bytes < w.bytes())
     throw Error(ErrorKind::invalid_argument, "workspace",
-                std::to_string(need) + " bytes of device memory (coarse_stage_backward_workspace_bytes)",
+                std::to_string(w.bytes()) + " bytes of device memory (coarse_stage_backward_workspace_bytes)",
                 params.workspace == nullptr ? std::string("none") : std::to_string(params.workspace_bytes) + " bytes");
   if (reinterpret_cast<std::uintptr_t>(params.workspace) % 256 != 0)
     throw Error(ErrorKind::invalid_argument, "workspace", "a 256-byte aligned pointer", "an unaligned pointer");
 
+  auto* base = static_cast<float*>(params.workspace);
+  float* const rounded[4] = {base + 2 * w.scores, base + 2 * w.scores + w.rows, base + 2 * w.scores + 2 * w.rows,
+                             base + 2 * w.scores + 2 * w.rows + w.keys};
+  const TensorRef* const sources[4] = {&params.q_mean, &params.dcoarse, &params.k_mean, &params.v_mean};
+  RoundingParams rounding{};
+  for (int part = 0; part < 4; ++part) {
+    rounding.src[part] = static_cast<const float4*>(sources[part]->data);
+    rounding.dst[part] = reinterpret_cast<float4*>(rounded[part]);
+    rounding.vecs[part] = (part < 2 ? w.rows : w.keys) / 4;
+  }
   MeanGradParams p{};
-  p.q = static_cast<const float*>(params.q_mean.data);
   p.out = static_cast<const float*>(params.coarse_out.data);
   p.dout = static_cast<const float*>(params.dcoarse.data);
-  p.k = static_cast<const float*>(params.k_mean.data);
-  p.v = static_cast<const float*>(params.v_mean.data);
+  p.q_r = rounded[0];
+  p.dout_r = rounded[1];
+  p.k_r = rounded[2];
+  p.v_r = rounded[3];
   p.vbs = params.variable_block_sizes.data;
   p.vbs_is_64 = params.variable_block_sizes.dtype == DType::i64;
   p.dq = static_cast<float*>(params.dq_mean.data);
   p.dk = static_cast<float*>(params.dk_mean.data);
   p.dv = static_cast<float*>(params.dv_mean.data);
   p.rows = static_cast<int>(c.heads / c.kv_heads * c.nq);
-  p.rows_padded = padded.rows;
+  p.rows_padded = w.rows_padded;
   p.keys = static_cast<int>(c.nk);
-  p.keys_padded = padded.keys;
-  p.probs = static_cast<float*>(params.workspace);
-  p.dscores = p.probs + c.batch * c.kv_heads * static_cast<std::int64_t>(padded.rows) * padded.keys;
+  p.keys_padded = w.keys_padded;
+  p.probs = base;
+  p.dscores = base + w.scores;
   p.scale = c.scale;
   p.scale_log2 = c.scale * kLog2e;
   const auto heads = static_cast<unsigned>(c.batch * c.kv_heads);
   const DeviceGuard device(params.q_mean.device_index);
   const auto stream = static_cast<cudaStream_t>(params.stream);
   if (c.dim == 64)
-    launch<64>(p, heads, stream);
+    launch<64>(p, rounding, heads, stream);
   else
-    launch<128>(p, heads, stream);
+    launch<128>(p, rounding, heads, stream);
 }
 
 }  // namespace vsa::cuda

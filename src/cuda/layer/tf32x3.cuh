@@ -7,8 +7,8 @@
 // float32 roundings per product. Truncation by a mask is one instruction;
 // cvt.rna.tf32.f32 is four on sm_90 (it handles inf and NaN).
 // Not bit-identical to any fixed float32 order of operations: the coarse
-// stage uses it for its output P·V and its backward's products, whose
-// contract is a tolerance, never for the scores the lists come from.
+// stage uses it for its output P·V, whose contract is a tolerance, never for
+// the scores the lists come from.
 #pragma once
 
 #include <cstdint>
@@ -51,17 +51,13 @@ __device__ __forceinline__ void mma3(float (&d)[4], const FragA& a, const FragB&
   mma(d, a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b.x[0].hi, b.x[1].hi);
 }
 
-// d[n] += A · B[n] for a row of N tiles, each product term over all tiles
-// before the next term, so that no product waits on the one just issued to
-// its own accumulator.
-template <int N>
-__device__ __forceinline__ void mma3_row(float (&d)[N][4], const FragA& a, const FragB (&b)[N]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n) mma(d[n], a.x[0].lo, a.x[1].lo, a.x[2].lo, a.x[3].lo, b[n].x[0].hi, b[n].x[1].hi);
-#pragma unroll
-  for (int n = 0; n < N; ++n) mma(d[n], a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b[n].x[0].lo, b[n].x[1].lo);
-#pragma unroll
-  for (int n = 0; n < N; ++n) mma(d[n], a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b[n].x[0].hi, b[n].x[1].hi);
+// x rounded to TF32 (10 mantissa bits, to nearest, ties away from zero),
+// returned as the bits an mma operand takes: for products whose operands are
+// rounded once and used many times (the coarse stage's backward).
+__device__ __forceinline__ std::uint32_t round_to_tf32(float x) {
+  std::uint32_t y;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(x));
+  return y;
 }
 
 }  // namespace vsa::cuda::tf32x3
