@@ -58,8 +58,12 @@ def test_stages_match_cpu(gen, case):
     assert torch.equal(gpu[2].cpu(), cpu[2]) and torch.equal(gpu[3].cpu(), cpu[3]), "block lists differ"
     assert rel_error(gpu[1].cpu(), cpu[1]) <= 1e-5, "coarse"
     assert rel_error(gpu[4].cpu(), cpu[4]) <= 1e-3, "combined"
+    # The coarse stage's backward multiplies TF32 operands on CUDA (~4e-4 relative on the means'
+    # gradients, include/vsa/layer.hpp), which flips some of these bf16/fp16 gradients' roundings
+    # (1.1e-3 to 1.9e-3 measured): they are compared at bf16's unit roundoff (2^-8 ≈ 3.9e-3),
+    # dgate (from the forward's float32-accurate coarse output) at 1e-3.
     for name, a, b in zip(("q", "k", "v", "gate"), gpu[5], cpu[5]):
-        assert rel_error(a.cpu(), b) <= 1e-3, f"d{name}"
+        assert rel_error(a.cpu(), b) <= (1e-3 if name == "gate" else 4e-3), f"d{name}"
 
 
 def test_wan_480p_lists_match_cpu(gen):

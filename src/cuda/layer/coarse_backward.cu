@@ -5,12 +5,13 @@
 //
 //   rounding     q, dout, k and v means rounded to TF32 once, into the
 //                workspace (every product below reads them as they are).
-//   rows kernel  a warp per 16 query rows walks the keys in chunks of 64,
-//                twice: first for each row's score maximum and softmax sum,
-//                then for P, dP = dO·Vᵀ, dS = P ∘ (dP − δ) with
+//   rows kernel  two warps per 16 query rows, each walking every other
+//                64-key chunk twice: first for the scores (stored where P goes)
+//                and each row's maximum and softmax sum (merged across the
+//                two warps), then for P, dP = dO·Vᵀ, dS = P ∘ (dP − δ) with
 //                δ = rowsum(dO ∘ O) (float32, from the unrounded means), and
-//                dQ = scale · dS·K, kept in registers; P and dS go to the
-//                workspace, rounded to TF32.
+//                dQ = scale · dS·K in registers, the two warps' sums added at
+//                the end; P and dS go to the workspace, rounded to TF32.
 //   keys kernel  a warp per 16 keys and one of dV = Pᵀ·dO or
 //                dK = scale · dSᵀ·Q over all R rows: the group's sum in one
 //                warp's registers, without atomics (bitwise repeatable).
@@ -20,7 +21,7 @@
 // bf16 operands of the fine stage's backward). 3xTF32, as the forward's P·V,
 // took 362 µs on Wan 480p against this version's (docs/kernel-notes.md): it is
 // three times the products and ~4 instructions per product for the splits,
-// in kernels that run one warp per scheduler. The fragments are read 16 bytes
+// in kernels that are latency-bound (a warp or two per scheduler). The fragments are read 16 bytes
 // at a time: along D in the score products (lane t takes 4 consecutive
 // columns for two k-steps, the query rows the same way) and along the output
 // columns in dQ, dK and dV (lane g takes 4 consecutive columns for four
@@ -52,7 +53,7 @@ namespace {
 constexpr int kTileRows = 16;                 // an m16 tile: query rows per warp, keys per warp
 constexpr int kChunkKeys = 64;                // keys per step of the rows kernel
 constexpr int kChunkTiles = kChunkKeys / 8;   // its n8 tiles
-constexpr int kRowWarps = 4;                  // warps per CTA of the rows kernel
+constexpr int kRowWarps = 4;                  // warps per CTA of the rows kernel: two row tiles, two warps each
 constexpr int kKeyTilesPerCta = 2;            // 16-key tiles per CTA of the keys kernel, two warps each
 constexpr int kKeyWarps = 2 * kKeyTilesPerCta;
 constexpr unsigned kAll = 0xffffffffu;
@@ -104,15 +105,21 @@ __global__ void __launch_bounds__(layer::kThreads) round_means_kernel(const Roun
   }
 }
 
-// Shared memory of one rows-kernel warp: its 16 rows of q and dout (pitch D + 16: a
-// quarter-warp's 16-byte reads of two rows fall 16 banks apart) and one chunk of dS
-// (pitch 68: the eight rows of a fragment's 4-byte reads in different banks).
+// Shared memory of one rows-kernel pair of warps: its 16 rows of q and dout (pitch D + 16:
+// a quarter-warp's 16-byte reads of two rows fall 16 banks apart; after pass 2 the q rows
+// carry the dQ partial sum from one warp to the other), each warp's chunk of dS (pitch 68:
+// the eight rows of a fragment's 4-byte reads in different banks) and each warp's row
+// softmax states (16 rows × top, total).
 template <int kHeadDim>
 struct RowsSmem {
   static constexpr int kPitch = kHeadDim + 16;
   static constexpr int kDsPitch = kChunkKeys + 4;
-  static constexpr int kWarpFloats = 2 * kTileRows * kPitch + kTileRows * kDsPitch;
-  static constexpr std::size_t kBytes = sizeof(float) * kWarpFloats * kRowWarps;
+  static constexpr int kGs = kTileRows * kPitch;      // offsets within a pair's floats
+  static constexpr int kDs = 2 * kTileRows * kPitch;
+  static constexpr int kStats = kDs + 2 * kTileRows * kDsPitch;
+  static constexpr int kPairFloats = kStats + 2 * kTileRows * 2;
+  static constexpr std::size_t kBytes = sizeof(float) * kPairFloats * (kRowWarps / 2);
+  static_assert(32 * (kHeadDim / 8) * 4 <= kTileRows * kPitch, "the dQ partial fits the q rows");
 };
 
 __device__ __forceinline__ bool live_block(const MeanGradParams& p, int j) {
@@ -219,55 +226,64 @@ struct RowSoftmax {
     top = high;
   }
 
+  // Both sides' order-free sum: the two warps of a pair get the same bits whichever merges.
+  __device__ __forceinline__ void merge(float other_top, float other_total) {
+    const float high = fmaxf(top, other_top);
+    if (high != -INFINITY) total = total * ptx::exp2_fast(top - high) + other_total * ptx::exp2_fast(other_top - high);
+    top = high;
+  }
+
   __device__ __forceinline__ void merge_quad() {
 #pragma unroll
-    for (int offset = 1; offset < 4; offset *= 2) {
-      const float other_top = __shfl_xor_sync(kAll, top, offset);
-      const float other_total = __shfl_xor_sync(kAll, total, offset);
-      const float high = fmaxf(top, other_top);
-      if (high != -INFINITY)
-        total = total * ptx::exp2_fast(top - high) + other_total * ptx::exp2_fast(other_top - high);
-      top = high;
-    }
+    for (int offset = 1; offset < 4; offset *= 2)
+      merge(__shfl_xor_sync(kAll, top, offset), __shfl_xor_sync(kAll, total, offset));
   }
 };
 
+// Two warps per 16-row tile, each taking every other 64-key chunk (half = 0 or 1): pass 1
+// stores the chunk's scores (log2 units, -inf for dead keys) where P goes, the two warps'
+// row maxima and sums are merged through shared memory, pass 2 reads the scores back, and
+// warp 1's dQ partial sum is added to warp 0's at the end. A CTA holds two such pairs.
 template <int kHeadDim>
-__global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const MeanGradParams p) {
+__global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanGradParams p) {
   using S = RowsSmem<kHeadDim>;
   extern __shared__ float4 smem_vec[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int row0 = (blockIdx.x * kRowWarps + warp) * kTileRows;
-  if (row0 >= p.rows_padded) return;
+  const int half = warp & 1;
+  const int row0 = (blockIdx.x * (kRowWarps / 2) + warp / 2) * kTileRows;
+  // A pair past the last row tile only meets the CTA's barriers.
+  const bool active = row0 < p.rows_padded;
   const std::int64_t head = blockIdx.y;
   const int real_rows = min(kTileRows, p.rows - row0);
-  const std::int64_t first = head * p.rows + row0;  // the warp's first row in q, out, dout and dq
+  const std::int64_t first = head * p.rows + row0;  // the pair's first row in q, out, dout and dq
   const float* k = p.k_r + head * p.keys * kHeadDim;
   const float* v = p.v_r + head * p.keys * kHeadDim;
-  float* xs = reinterpret_cast<float*>(smem_vec) + warp * S::kWarpFloats;
-  float* qs = xs;
-  float* gs = xs + kTileRows * S::kPitch;
-  float* ds = xs + 2 * kTileRows * S::kPitch;
+  float* pair = reinterpret_cast<float*>(smem_vec) + (warp / 2) * S::kPairFloats;
+  float* qs = pair;
+  float* gs = pair + S::kGs;
+  float* ds = pair + S::kDs + half * kTileRows * S::kDsPitch;
+  float* stats = pair + S::kStats;  // [half][row][top, total]
 
-  // The warp's rows of q and dout, rounded (0 past the last row).
+  // The pair's rows, rounded (0 past the last row): q by warp 0, dout by warp 1.
   constexpr int kVecs = kHeadDim / 4;
-  for (int i = lane; i < kTileRows * kVecs; i += 32) {
-    const int r = i / kVecs, c = 4 * (i % kVecs);
-    const bool real = r < real_rows;
-    const std::int64_t at = (first + r) * kHeadDim + c;
-    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    *reinterpret_cast<float4*>(qs + r * S::kPitch + c) = real ? __ldg(reinterpret_cast<const float4*>(p.q_r + at)) : zero;
-    *reinterpret_cast<float4*>(gs + r * S::kPitch + c) =
-        real ? __ldg(reinterpret_cast<const float4*>(p.dout_r + at)) : zero;
+  if (active) {
+    const float* src = half == 0 ? p.q_r : p.dout_r;
+    float* dst = half == 0 ? qs : gs;
+    for (int i = lane; i < kTileRows * kVecs; i += 32) {
+      const int r = i / kVecs, c = 4 * (i % kVecs);
+      *reinterpret_cast<float4*>(dst + r * S::kPitch + c) =
+          r < real_rows ? __ldg(reinterpret_cast<const float4*>(src + (first + r) * kHeadDim + c))
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
   }
   // δ = rowsum(dout ∘ out) of the float32 means: lanes 2r and 2r + 1 sum row r's halves.
-  float delta[2];
-  {
-    const int r = lane >> 1, half = (lane & 1) * (kHeadDim / 2);
+  float delta[2] = {0.0f, 0.0f};
+  if (active) {
+    const int r = lane >> 1, column = (lane & 1) * (kHeadDim / 2);
     float sum = 0.0f;
     if (r < real_rows) {
-      const float* o = p.out + (first + r) * kHeadDim + half;
-      const float* dout = p.dout + (first + r) * kHeadDim + half;
+      const float* o = p.out + (first + r) * kHeadDim + column;
+      const float* dout = p.dout + (first + r) * kHeadDim + column;
 #pragma unroll 8
       for (int c = 0; c < kHeadDim / 2; ++c) sum = fmaf(__ldg(dout + c), __ldg(o + c), sum);
     }
@@ -275,59 +291,74 @@ __global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const Me
     delta[0] = __shfl_sync(kAll, sum, 2 * g);
     delta[1] = __shfl_sync(kAll, sum, 2 * (g + 8));
   }
-  __syncwarp();
+  __syncthreads();
 
-  // Pass 1: each row's maximum and softmax sum over its live keys (rows g, g + 8).
+  // Pass 1: the scores of the warp's chunks, stored, and each row's maximum and softmax sum.
+  const std::int64_t ws_rows = (head * p.rows_padded + row0) * p.keys_padded;
+  const auto ws_at = [&](int r, int j) { return ws_rows + static_cast<std::int64_t>(r) * p.keys_padded + j; };
   RowSoftmax soft[2];
-  for (int j0 = 0; j0 < p.keys; j0 += kChunkKeys) {
+  for (int j0 = half * kChunkKeys; active && j0 < p.keys; j0 += 2 * kChunkKeys) {
     float s[kChunkTiles][4];
     chunk_products<kHeadDim>(s, qs, k, j0, p.keys, lane);
     float x[2][2 * kChunkTiles];
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n)
+    for (int n = 0; n < kChunkTiles; ++n) {
+      const int j = j0 + 8 * n + 2 * t;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const bool live = live_block(p, j0 + 8 * n + 2 * t + e);
+        const bool live = live_block(p, j + e);
         x[0][2 * n + e] = live ? s[n][e] * p.scale_log2 : -INFINITY;
         x[1][2 * n + e] = live ? s[n][2 + e] * p.scale_log2 : -INFINITY;
       }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(p.probs + ws_at(g + 8 * h, j)) = make_float2(x[h][2 * n], x[h][2 * n + 1]);
+    }
     soft[0].add(x[0]);
     soft[1].add(x[1]);
   }
-  float inv_total[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     soft[h].merge_quad();
+    if (t == 0) {
+      stats[(half * kTileRows + g + 8 * h) * 2] = soft[h].top;
+      stats[(half * kTileRows + g + 8 * h) * 2 + 1] = soft[h].total;
+    }
+  }
+  __syncthreads();
+  float inv_total[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float* other = stats + ((1 - half) * kTileRows + g + 8 * h) * 2;
+    soft[h].merge(other[0], other[1]);
     inv_total[h] = soft[h].total > 0.0f ? 1.0f / soft[h].total : 0.0f;
   }
 
-  // Pass 2: P, dS and dQ, chunk by chunk.
+  // Pass 2: P, dS and dQ over the warp's chunks.
   const bool real[2] = {g < real_rows, g + 8 < real_rows};
-  const std::int64_t ws_rows = (head * p.rows_padded + row0) * p.keys_padded;
   float dq[kHeadDim / 8][4] = {};
-  for (int j0 = 0; j0 < p.keys; j0 += kChunkKeys) {
-    float s[kChunkTiles][4], dp[kChunkTiles][4];
-    chunk_products<kHeadDim>(s, qs, k, j0, p.keys, lane);
+  for (int j0 = half * kChunkKeys; active && j0 < p.keys; j0 += 2 * kChunkKeys) {
+    float dp[kChunkTiles][4];
     chunk_products<kHeadDim>(dp, gs, v, j0, p.keys, lane);
 #pragma unroll
     for (int n = 0; n < kChunkTiles; ++n) {
       const int j = j0 + 8 * n + 2 * t;
-      const bool live[2] = {live_block(p, j), live_block(p, j + 1)};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        const int r = g + 8 * h;
+        const float2 x = *reinterpret_cast<const float2*>(p.probs + ws_at(r, j));
+        const float xs[2] = {x.x, x.y};
         float prob[2], dscore[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const bool weighted = live[e] && real[h];
-          const float exact =
-              weighted ? ptx::exp2_fast(s[n][2 * h + e] * p.scale_log2 - soft[h].top) * inv_total[h] : 0.0f;
+          // Dead keys (and keys past the last) hold -inf; padding rows are not real.
+          const bool weighted = real[h] && xs[e] != -INFINITY;
+          const float exact = weighted ? ptx::exp2_fast(xs[e] - soft[h].top) * inv_total[h] : 0.0f;
           dscore[e] = weighted ? __uint_as_float(tf32x3::round_to_tf32(exact * (dp[n][2 * h + e] - delta[h]))) : 0.0f;
           prob[e] = __uint_as_float(tf32x3::round_to_tf32(exact));
         }
-        const int r = g + 8 * h;
-        const std::int64_t at = ws_rows + static_cast<std::int64_t>(r) * p.keys_padded + j;
-        *reinterpret_cast<float2*>(p.probs + at) = make_float2(prob[0], prob[1]);
-        *reinterpret_cast<float2*>(p.dscores + at) = make_float2(dscore[0], dscore[1]);
+        *reinterpret_cast<float2*>(p.probs + ws_at(r, j)) = make_float2(prob[0], prob[1]);
+        *reinterpret_cast<float2*>(p.dscores + ws_at(r, j)) = make_float2(dscore[0], dscore[1]);
         *reinterpret_cast<float2*>(ds + r * S::kDsPitch + 8 * n + 2 * t) = make_float2(dscore[0], dscore[1]);
       }
     }
@@ -336,6 +367,21 @@ __global__ void __launch_bounds__(32 * kRowWarps, 1) coarse_rows_kernel(const Me
     __syncwarp();  // the next chunk rewrites ds
   }
 
+  // Warp 1's dQ partial through the q rows (done with), [accumulator][lane]: no bank conflicts.
+  __syncthreads();
+  float* partial = qs;
+  if (half == 1) {
+#pragma unroll
+    for (int n = 0; n < kHeadDim / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[(4 * n + i) * 32 + lane] = dq[n][i];
+  }
+  __syncthreads();
+  if (half == 1 || !active) return;
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dq[n][i] += partial[(4 * n + i) * 32 + lane];
 #pragma unroll
   for (int h = 0; h < 2; ++h)
     if (real[h]) store_columns<kHeadDim>(p.dq + (first + g + 8 * h) * kHeadDim, dq, h, t, p.scale);
@@ -402,7 +448,7 @@ void launch(const MeanGradParams& p, const RoundingParams& rounding, unsigned he
   check_cuda(cudaFuncSetAttribute(coarse_rows_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kRowsSmem)),
              "cudaFuncSetAttribute(coarse_rows_kernel)");
-  const dim3 row_grid((p.rows_padded / kTileRows + kRowWarps - 1) / kRowWarps, heads);
+  const dim3 row_grid((p.rows_padded / kTileRows + kRowWarps / 2 - 1) / (kRowWarps / 2), heads);
   coarse_rows_kernel<kHeadDim><<<row_grid, 32 * kRowWarps, kRowsSmem, stream>>>(p);
   check_launch("coarse_rows_kernel");
   const dim3 key_grid((p.keys + kTileRows * kKeyTilesPerCta - 1) / (kTileRows * kKeyTilesPerCta), heads);
