@@ -8,16 +8,39 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The range of query blocks (kListRanges per head, contiguous) query block r falls in, and the
+// first query block of range `range`: r is in it exactly when r · kListRanges >= range · NQ.
+__device__ __forceinline__ int range_of(int r, int num_q_blocks) { return r * kListRanges / num_q_blocks; }
+__device__ __forceinline__ int range_begin(int range, int num_q_blocks) {
+  return (range * num_q_blocks + kListRanges - 1) / kListRanges;
+}
+
+// Where list j of head bh keeps its count for query-block range `range`.
+__device__ __forceinline__ int* range_count(const KvListArgs& a, std::int64_t bh, int range, int j) {
+  return a.cursors + (bh * kListRanges + range) * a.num_kv_blocks + j;
+}
+
+// A list's count over all ranges (list = bh · NK + j).
+__device__ __forceinline__ int list_count(const KvListArgs& a, std::int64_t list) {
+  const std::int64_t bh = list / a.num_kv_blocks;
+  const int j = static_cast<int>(list % a.num_kv_blocks);
+  int count = 0;
+#pragma unroll
+  for (int range = 0; range < kListRanges; ++range) count += *range_count(a, bh, range, j);
+  return count;
+}
+
 // One thread per flat entry row · max_kv + e: a listed entry (e < q2k_num) adds one to its list's
-// count. Ids outside [0, NK) are a precondition violation; they are skipped rather than counted
-// out of bounds (placement skips them too).
+// count for its query block's range. Ids outside [0, NK) are a precondition violation; they are
+// skipped rather than counted out of bounds (placement skips them too).
 __global__ void count_kernel(const KvListArgs a) {
   const std::int64_t entry = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t row = entry / a.max_kv;
   if (row >= a.rows || entry % a.max_kv >= load_meta(a.q2k_num, a.num_is_64, row)) return;
   const std::int64_t j = load_meta(a.q2k_idx, a.idx_is_64, entry);
   if (j < 0 || j >= a.num_kv_blocks) return;
-  atomicAdd(a.cursors + row / a.num_q_blocks * a.num_kv_blocks + j, 1);
+  const int block = static_cast<int>(row % a.num_q_blocks);
+  atomicAdd(range_count(a, row / a.num_q_blocks, range_of(block, a.num_q_blocks), static_cast<int>(j)), 1);
 }
 
 // The single-CTA kernels below run 1,024 threads: one CTA-wide scan over per-thread runs, not
@@ -59,13 +82,13 @@ __global__ void __launch_bounds__(kScanThreads) scan_kernel(const KvListArgs a, 
   const int run = (lists + kScanThreads - 1) / kScanThreads;
   const int begin = min(static_cast<int>(threadIdx.x) * run, lists), end = min(begin + run, lists);
   int sum = 0;
-  for (int i = begin; i < end; ++i) sum += a.cursors[i];
+  for (int i = begin; i < end; ++i) sum += list_count(a, i);
   int total = 0;
   int offset = cta_exclusive_scan(sum, total);
   if (threadIdx.x == 0) a.offsets[lists] = total;
   for (int i = begin; i < end; ++i) {
     a.offsets[i] = offset;
-    offset += a.cursors[i];
+    offset += list_count(a, i);
   }
 }
 
@@ -82,10 +105,10 @@ __global__ void __launch_bounds__(kScanThreads) order_kernel(const KvListArgs a)
   __shared__ int cursor[kOrderBuckets];
   const int tid = static_cast<int>(threadIdx.x), nk = a.num_kv_blocks;
   const int first_item = static_cast<int>(blockIdx.x) * nk;  // item = (batch · kv heads + kv head) · NK + kv block
-  const int* const counts = a.cursors + static_cast<std::int64_t>(blockIdx.x) * a.kv_group * nk;
+  const std::int64_t first_list = static_cast<std::int64_t>(blockIdx.x) * a.kv_group * nk;
   const auto bucket = [&](int j) {
     int count = 0;
-    for (int g = 0; g < a.kv_group; ++g) count += counts[g * nk + j];
+    for (int g = 0; g < a.kv_group; ++g) count += list_count(a, first_list + g * nk + j);
     return min(count, kOrderBuckets - 1);
   };
   for (int b = tid; b < kOrderBuckets; b += kScanThreads) cursor[b] = 0;
@@ -109,9 +132,11 @@ __global__ void __launch_bounds__(kScanThreads) order_kernel(const KvListArgs a)
   for (int j = tid; j < nk; j += kScanThreads) a.order[atomicAdd(cursor + bucket(j), 1)] = first_item + j;
 }
 
-// Placement, with no sort: one CTA per (batch·head, chunk of up to kPlaceLists lists), its warps
-// taking consecutive runs of the head's query blocks. Per list, warp w's entries go after those of
-// warps before it, and within a warp in query-block order, so every list comes out ascending.
+// Placement, with no sort: one CTA per (batch·head, chunk of up to kPlaceLists lists, range of
+// query blocks), its warps taking consecutive runs of the range's query blocks. Per list, a range's
+// entries go after those of the ranges before it (their counts from count_kernel), warp w's after
+// those of the warps before it, and within a warp in query-block order, so every list comes out
+// ascending.
 constexpr int kPlaceThreads = 1024;
 constexpr int kPlaceWarps = kPlaceThreads / 32;
 constexpr int kPlaceLists = 768;  // the warps' cursors: 32 × 768 × 4 bytes = 96 KB of shared memory
@@ -122,10 +147,12 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
   extern __shared__ int warp_cursors[];  // [kPlaceWarps][chunk]
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const std::int64_t bh = blockIdx.y;
-  const int first_list = static_cast<int>(blockIdx.x) * kPlaceLists;
+  const int range = static_cast<int>(blockIdx.x % kListRanges);
+  const int first_list = static_cast<int>(blockIdx.x / kListRanges) * kPlaceLists;
   const int chunk = min(kPlaceLists, a.num_kv_blocks - first_list);
-  const int run = (a.num_q_blocks + kPlaceWarps - 1) / kPlaceWarps;
-  const int row0 = min(warp * run, a.num_q_blocks), row1 = min(row0 + run, a.num_q_blocks);
+  const int begin = range_begin(range, a.num_q_blocks), end = range_begin(range + 1, a.num_q_blocks);
+  const int run = (end - begin + kPlaceWarps - 1) / kPlaceWarps;
+  const int row0 = min(begin + warp * run, end), row1 = min(row0 + run, end);
   int* const cursor = warp_cursors + warp * chunk;
   for (int i = static_cast<int>(threadIdx.x); i < kPlaceWarps * chunk; i += kPlaceThreads) warp_cursors[i] = 0;
   __syncthreads();
@@ -168,9 +195,11 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
   // Counts per warp and list.
   walk_entries([&](int list, int) { atomicAdd(cursor + list, 1); });
   __syncthreads();
-  // Each warp's first position in each list: the list's offset plus the earlier warps' counts.
+  // Each warp's first position in each list: the list's offset plus the earlier ranges' and
+  // the earlier warps' counts.
   for (int l = static_cast<int>(threadIdx.x); l < chunk; l += kPlaceThreads) {
     int at = a.offsets[bh * a.num_kv_blocks + first_list + l];
+    for (int earlier = 0; earlier < range; ++earlier) at += *range_count(a, bh, earlier, first_list + l);
     for (int w = 0; w < kPlaceWarps; ++w) {
       const int count = warp_cursors[w * chunk + l];
       warp_cursors[w * chunk + l] = at;
@@ -188,13 +217,13 @@ void build_kv_lists(const KvListArgs& a, cudaStream_t stream) {
   const int lists = static_cast<int>(a.rows / a.num_q_blocks) * a.num_kv_blocks;
   const std::int64_t entries = a.rows * a.max_kv;
   const auto entry_blocks = static_cast<unsigned>((entries + kThreads - 1) / kThreads);
-  check_cuda(cudaMemsetAsync(a.cursors, 0, sizeof(int) * static_cast<std::size_t>(lists), stream),
+  check_cuda(cudaMemsetAsync(a.cursors, 0, sizeof(int) * static_cast<std::size_t>(lists) * kListRanges, stream),
              "cudaMemsetAsync(kv list counts)");
   count_kernel<<<entry_blocks, kThreads, 0, stream>>>(a);
   check_launch("kv lists: count_kernel");
   scan_kernel<<<1, kScanThreads, 0, stream>>>(a, lists);
   check_launch("kv lists: scan_kernel");
-  const dim3 place_grid(static_cast<unsigned>((a.num_kv_blocks + kPlaceLists - 1) / kPlaceLists),
+  const dim3 place_grid(static_cast<unsigned>((a.num_kv_blocks + kPlaceLists - 1) / kPlaceLists * kListRanges),
                         static_cast<unsigned>(a.rows / a.num_q_blocks));
   check_cuda(cudaFuncSetAttribute(place_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kPlaceSmem)),

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/backward/kv_lists.hpp"
 #include "vsa/attention.hpp"
 
 namespace vsa::cuda {
@@ -29,7 +30,7 @@ struct BwdWorkspace {
     const std::int64_t entries = s.batch * s.heads * s.num_q_blocks * s.max_kv;
     w.delta = take(rows, sizeof(float));
     w.dq_accum = take(with_dq_accum ? rows * s.head_dim : 0, sizeof(float));
-    w.cursors = take(lists, sizeof(int));
+    w.cursors = take(lists * kListRanges, sizeof(int));
     w.offsets = take(lists + 1, sizeof(int));
     w.blocks = take(entries, sizeof(int));
     w.order = take(s.batch * s.kv_heads * s.num_kv_blocks, sizeof(int));
