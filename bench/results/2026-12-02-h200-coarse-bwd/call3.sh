@@ -3,7 +3,7 @@
 # lists placed in eight query-block ranges per head = new, main ea9ab65 = main. The whole GPU C++ suite,
 # memcheck of the coarse backward, GPU Python tests of the layer and the backward; A/B main vs new
 # (graph_times), twice; the training step by kernel; then vsa's layer beside FastVideo's (TK) in the
-# same run (vsa bench --op layer).
+# same run (vsa bench --op layer) and the attention on Wan 480p beside FastVideo's TK and Triton kernels.
 set -uo pipefail
 start=$SECONDS
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -39,5 +39,9 @@ echo "== $(date -u +%T) vsa bench layer with FastVideo (new)" >> "$S"
 PYTHONPATH=$PEERS timeout 150 vsa bench --op layer --case wan2.1-1.3b-480p --backends vsa,vsa-fine,fastvideo-tk --iters 30 \
   --out "$OUT/layer" > "$OUT/layer.log" 2>&1
 echo "layer rc $?" >> "$S"; grep -E "^  (vsa|fastvideo)" "$OUT/layer.log" >> "$S"
+echo "== $(date -u +%T) vsa bench attention (Wan 480p) with FastVideo (new)" >> "$S"
+PYTHONPATH=$PEERS timeout 120 vsa bench --case wan2.1-1.3b-480p --backends vsa,vsa-rows,fastvideo-tk,fastvideo-triton \
+  --iters 20 --out "$OUT/attention" > "$OUT/attention.log" 2>&1
+echo "attention rc $?" >> "$S"; grep -E "^  (vsa|fastvideo)" "$OUT/attention.log" >> "$S"
 rm -f "$OUT/build.log"
 echo "== $(date -u +%T) done ($((SECONDS - start)) s)" >> "$S"
