@@ -114,7 +114,8 @@ struct CoarseStageBackwardParams {
 };
 void coarse_stage_backward(const CoarseStageBackwardParams& params);
 // The workspace coarse_stage_backward needs (checks the arguments first): on
-// CUDA P and dS as float32, ~2 · B · Hkv · (group · NQ) · NK · 4 bytes.
+// CUDA P and dS as float32 (~2 · B · Hkv · (group · NQ) · NK · 4 bytes) and
+// the four means' TF32-rounded copies; 0 on the CPU.
 std::size_t coarse_stage_backward_workspace_bytes(const CoarseStageBackwardParams& params);
 
 // out = fine + coarse (broadcast over each query block's blk tokens, pad

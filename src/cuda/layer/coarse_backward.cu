@@ -19,13 +19,14 @@
 // Every product is one mma.sync on TF32 operands rounded to nearest with
 // float32 accumulation (about 2^-11 relative per operand: finer than the
 // bf16 operands of the fine stage's backward). 3xTF32, as the forward's P·V,
-// took 362 µs on Wan 480p against this version's (docs/kernel-notes.md): it is
+// took 362 µs on Wan 480p against 252 for this version (docs/kernel-notes.md):
 // three times the products and ~4 instructions per product for the splits,
-// in kernels that are latency-bound (a warp or two per scheduler). The fragments are read 16 bytes
-// at a time: along D in the score products (lane t takes 4 consecutive
-// columns for two k-steps, the query rows the same way) and along the output
-// columns in dQ, dK and dV (lane g takes 4 consecutive columns for four
-// n-tiles, so a lane's accumulators hold columns 32c + 8t + (0..7)).
+// in kernels that are latency-bound (a warp or two per scheduler). The
+// fragments are read 16 bytes at a time: along D in the score products (lane
+// t takes 4 consecutive columns for two k-steps, the query rows the same way)
+// and along the output columns in dQ, dK and dV (lane g takes 4 consecutive
+// columns for four n-tiles, so a lane's accumulators hold columns
+// 32c + 8t + (0..7)).
 //
 // The workspace holds P and dS as [B · Hkv][rows_padded][keys_padded] float32
 // with zeros in the padding, which the rows kernel writes whole, so the keys
@@ -91,7 +92,8 @@ struct RoundingParams {
   std::int64_t vecs[4];
 };
 
-// Part blockIdx.y, grid-strided.
+// One part (q, dout, k, v) per blockIdx.y, grid-strided. The part's pointers are picked by
+// comparisons, not by indexing the arrays, which put them in local memory (a stack frame).
 __global__ void __launch_bounds__(layer::kThreads) round_means_kernel(const RoundingParams p) {
   const int part = static_cast<int>(blockIdx.y);
   const float4* src = part == 0 ? p.src[0] : part == 1 ? p.src[1] : part == 2 ? p.src[2] : p.src[3];
