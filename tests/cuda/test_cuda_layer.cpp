@@ -236,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaCoarseStage, ::testing::ValuesIn(coarse_case
 // output: rows not a multiple of the warps' 16, keys past the kernels' 64-key
 // chunks (an odd number of chunks for the rows kernel's two warps), GQA groups
 // summed in dK and dV, dead blocks, no live block, int32 and int64 counts,
-// both head dims. A too-small workspace is an error that writes nothing.
+// both head dims. A too-small workspace is an error naming `workspace`.
 struct CoarseBackwardCase {
   std::string name;
   std::int64_t batch, heads, kv_heads, nq, nk, dim;
