@@ -8,12 +8,14 @@ kernels; in a graph only the GPU's time and the launches' own gaps remain.
     python bench/layer/graph_times.py [--case wan2.1-1.3b-480p] [--parts means,coarse,...]
         [--coarse-rows 32,16] [--rounds 5]
 
-Parts: means (block_means of q, k, v), coarse (the coarse stage on those means), fine-gated
-(the layer's fine stage with the coarse output added), coarse-bwd (the coarse stage's
-backward: the op where the package has it, else the torch version it replaced), fine
-(block_sparse_attn alone on the same lists, the real query rows: the yardstick of issue 9), layer
-(video_sparse_attn without gradients), layer-train (its forward and backward, the gradients of q, k and v accumulated), bwd
-and bwd-rows (the backward op on the layer's lists, without and with the real query rows). --coarse-rows times the coarse stage once per VSA_COARSE_ROWS value.
+Parts: means (block_means of q, k, v), coarse (the coarse stage on those means), coarse-bwd
+(the coarse stage's backward: the op where the package has it, else the torch version it
+replaced), fine-gated (the layer's fine stage with the coarse output added), fine
+(block_sparse_attn alone on the same lists, the real query rows: the yardstick of issue 9),
+layer (video_sparse_attn without gradients), layer-train (its forward and backward, the
+gradients of q, k and v accumulated), bwd and bwd-rows (the backward op on the layer's lists,
+without and with the real query rows). --coarse-rows times the coarse stage once per
+VSA_COARSE_ROWS value.
 """
 import argparse
 import os

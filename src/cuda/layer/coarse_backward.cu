@@ -39,6 +39,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/common/block_lists.cuh"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
@@ -51,7 +52,7 @@
 namespace vsa::cuda {
 namespace {
 
-constexpr int kTileRows = 16;                 // an m16 tile: query rows per warp, keys per warp
+constexpr int kWarpRows = 16;                 // an m16 tile: query rows per warp, keys per warp
 constexpr int kChunkKeys = 64;                // keys per step of the rows kernel
 constexpr int kChunkTiles = kChunkKeys / 8;   // its n8 tiles
 constexpr int kRowWarps = 4;                  // warps per CTA of the rows kernel: two row tiles, two warps each
@@ -116,18 +117,16 @@ template <int kHeadDim>
 struct RowsSmem {
   static constexpr int kPitch = kHeadDim + 16;
   static constexpr int kDsPitch = kChunkKeys + 4;
-  static constexpr int kGs = kTileRows * kPitch;      // offsets within a pair's floats
-  static constexpr int kDs = 2 * kTileRows * kPitch;
-  static constexpr int kStats = kDs + 2 * kTileRows * kDsPitch;
-  static constexpr int kPairFloats = kStats + 2 * kTileRows * 2;
+  static constexpr int kGs = kWarpRows * kPitch;      // offsets within a pair's floats
+  static constexpr int kDs = 2 * kWarpRows * kPitch;
+  static constexpr int kStats = kDs + 2 * kWarpRows * kDsPitch;
+  static constexpr int kPairFloats = kStats + 2 * kWarpRows * 2;
   static constexpr std::size_t kBytes = sizeof(float) * kPairFloats * (kRowWarps / 2);
-  static_assert(32 * (kHeadDim / 8) * 4 <= kTileRows * kPitch, "the dQ partial fits the q rows");
+  static_assert(32 * (kHeadDim / 8) * 4 <= kWarpRows * kPitch, "the dQ partial fits the q rows");
 };
 
 __device__ __forceinline__ bool live_block(const MeanGradParams& p, int j) {
-  if (j >= p.keys) return false;
-  const long long size = p.vbs_is_64 ? static_cast<const long long*>(p.vbs)[j] : static_cast<const int*>(p.vbs)[j];
-  return size > 0;
+  return j < p.keys && load_meta(p.vbs, p.vbs_is_64, j) > 0;
 }
 
 // acc = x · yᵀ for the warp's 16 rows x (shared, rounded) and keys j0 .. j0 + 63 of y
@@ -252,18 +251,18 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
   extern __shared__ float4 smem_vec[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int half = warp & 1;
-  const int row0 = (blockIdx.x * (kRowWarps / 2) + warp / 2) * kTileRows;
+  const int row0 = (blockIdx.x * (kRowWarps / 2) + warp / 2) * kWarpRows;
   // A pair past the last row tile only meets the CTA's barriers.
   const bool active = row0 < p.rows_padded;
   const std::int64_t head = blockIdx.y;
-  const int real_rows = min(kTileRows, p.rows - row0);
+  const int real_rows = min(kWarpRows, p.rows - row0);
   const std::int64_t first = head * p.rows + row0;  // the pair's first row in q, out, dout and dq
   const float* k = p.k_r + head * p.keys * kHeadDim;
   const float* v = p.v_r + head * p.keys * kHeadDim;
   float* pair = reinterpret_cast<float*>(smem_vec) + (warp / 2) * S::kPairFloats;
   float* qs = pair;
   float* gs = pair + S::kGs;
-  float* ds = pair + S::kDs + half * kTileRows * S::kDsPitch;
+  float* ds = pair + S::kDs + half * kWarpRows * S::kDsPitch;
   float* stats = pair + S::kStats;  // [half][row][top, total]
 
   // The pair's rows, rounded (0 past the last row): q by warp 0, dout by warp 1.
@@ -271,7 +270,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
   if (active) {
     const float* src = half == 0 ? p.q_r : p.dout_r;
     float* dst = half == 0 ? qs : gs;
-    for (int i = lane; i < kTileRows * kVecs; i += 32) {
+    for (int i = lane; i < kWarpRows * kVecs; i += 32) {
       const int r = i / kVecs, c = 4 * (i % kVecs);
       *reinterpret_cast<float4*>(dst + r * S::kPitch + c) =
           r < real_rows ? __ldg(reinterpret_cast<const float4*>(src + (first + r) * kHeadDim + c))
@@ -323,15 +322,15 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
   for (int h = 0; h < 2; ++h) {
     soft[h].merge_quad();
     if (t == 0) {
-      stats[(half * kTileRows + g + 8 * h) * 2] = soft[h].top;
-      stats[(half * kTileRows + g + 8 * h) * 2 + 1] = soft[h].total;
+      stats[(half * kWarpRows + g + 8 * h) * 2] = soft[h].top;
+      stats[(half * kWarpRows + g + 8 * h) * 2 + 1] = soft[h].total;
     }
   }
   __syncthreads();
   float inv_total[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float* other = stats + ((1 - half) * kTileRows + g + 8 * h) * 2;
+    const float* other = stats + ((1 - half) * kWarpRows + g + 8 * h) * 2;
     soft[h].merge(other[0], other[1]);
     inv_total[h] = soft[h].total > 0.0f ? 1.0f / soft[h].total : 0.0f;
   }
@@ -392,7 +391,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
 template <int kHeadDim>
 __global__ void __launch_bounds__(32 * kKeyWarps) coarse_keys_kernel(const MeanGradParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int j0 = (blockIdx.x * kKeyTilesPerCta + warp / 2) * kTileRows;
+  const int j0 = (blockIdx.x * kKeyTilesPerCta + warp / 2) * kWarpRows;
   if (j0 >= p.keys) return;
   const bool is_dk = (warp & 1) != 0;  // warp-uniform: dK = scale · dSᵀ·Q, else dV = Pᵀ·dO
   const std::int64_t head = blockIdx.y;
@@ -432,7 +431,7 @@ struct WorkspaceLayout {
 
 WorkspaceLayout workspace_layout(const detail::CoarseShape& c) {
   WorkspaceLayout w{};
-  w.rows_padded = round_up(c.heads / c.kv_heads * c.nq, kTileRows);
+  w.rows_padded = round_up(c.heads / c.kv_heads * c.nq, kWarpRows);
   w.keys_padded = round_up(c.nk, kChunkKeys);
   w.scores = c.batch * c.kv_heads * static_cast<std::int64_t>(w.rows_padded) * w.keys_padded;
   w.rows = c.batch * c.heads * c.nq * c.dim;
@@ -450,10 +449,10 @@ void launch(const MeanGradParams& p, const RoundingParams& rounding, unsigned he
   check_cuda(cudaFuncSetAttribute(coarse_rows_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kRowsSmem)),
              "cudaFuncSetAttribute(coarse_rows_kernel)");
-  const dim3 row_grid((p.rows_padded / kTileRows + kRowWarps / 2 - 1) / (kRowWarps / 2), heads);
+  const dim3 row_grid((p.rows_padded / kWarpRows + kRowWarps / 2 - 1) / (kRowWarps / 2), heads);
   coarse_rows_kernel<kHeadDim><<<row_grid, 32 * kRowWarps, kRowsSmem, stream>>>(p);
   check_launch("coarse_rows_kernel");
-  const dim3 key_grid((p.keys + kTileRows * kKeyTilesPerCta - 1) / (kTileRows * kKeyTilesPerCta), heads);
+  const dim3 key_grid((p.keys + kWarpRows * kKeyTilesPerCta - 1) / (kWarpRows * kKeyTilesPerCta), heads);
   coarse_keys_kernel<kHeadDim><<<key_grid, 32 * kKeyWarps, 0, stream>>>(p);
   check_launch("coarse_keys_kernel");
 }
