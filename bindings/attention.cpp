@@ -66,18 +66,22 @@ void run_forward(const InArray& q, const InArray& k, const InArray& v, const InA
   forward(p);
 }
 
-// The forward with the VSA layer's gate combine in its epilogue (no lse).
+// The forward with the VSA layer's gate combine in its epilogue; the attention
+// alone (fine) and its lse only where the caller asks for them (training).
 void run_fine_stage_gated(const InArray& q, const InArray& k, const InArray& v,
                           const InArray& q2k_idx, const InArray& q2k_num,
                           const InArray& variable_block_sizes,
                           const std::optional<InArray>& q_variable_block_sizes, const InArray& coarse,
                           const std::optional<InArray>& gate, const OutArray& out,
+                          const std::optional<OutArray>& fine, const std::optional<OutArray>& lse,
                           const std::string& layout, float scale, std::uintptr_t stream) {
   ForwardParams p = forward_params(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, out,
                                    layout, scale, stream);
-  p.need_lse = false;
+  p.lse = to_tensor_ref(lse, "lse");
+  p.need_lse = lse.has_value();
   p.coarse = to_tensor_ref(coarse, "coarse");
   p.gate = to_tensor_ref(gate, "gate");
+  p.fine = to_tensor_ref(fine, "fine");
   nb::gil_scoped_release no_gil;
   forward(p);
 }
@@ -163,9 +167,10 @@ void bind_attention(nb::module_& m) {
         "padding, written as empty rows.");
   m.def("fine_stage_gated", &run_fine_stage_gated, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "coarse"_a, "gate"_a.none(), "out"_a,
-        "layout"_a, "scale"_a, "stream"_a,
+        "fine"_a.none(), "lse"_a.none(), "layout"_a, "scale"_a, "stream"_a,
         "forward, then out = out + coarse (broadcast over each block's tokens) * gate (1 when "
-        "None) in the same kernel: bitwise forward followed by gate_combine. No lse.");
+        "None) in the same kernel: bitwise forward followed by gate_combine. fine (or None) "
+        "gets the forward's own output, lse (or None) its lse.");
   m.def("backward", &run_backward, "q"_a, "k"_a, "v"_a, "q2k_idx"_a, "q2k_num"_a,
         "variable_block_sizes"_a, "q_variable_block_sizes"_a.none(), "out"_a, "lse"_a, "dout"_a,
         "dq_mean"_a.none(), "dk_mean"_a.none(), "dv_mean"_a.none(), "workspace"_a.none(), "dq"_a, "dk"_a,

@@ -65,6 +65,11 @@ struct ForwardParams {
   // lse stays the attention's. gate without coarse is an error.
   TensorRef coarse;  // [B, H, NQ, D] fp32, contiguous; or undefined
   TensorRef gate;    // optional with coarse: out's rules (q's shape, layout and dtype)
+  // Optional with coarse: also written, with out's rules, is the attention
+  // alone (what out holds without the combine, bitwise), which the layer's
+  // training path keeps for its backward (delta = rowsum(dout ∘ fine)); one
+  // pass writes both instead of a forward and a gate_combine.
+  TensorRef fine;
 };
 
 // Each backend builds the KV->Q lists it needs from the validated q2k lists

@@ -12,7 +12,9 @@
 - ``vsa::fine_stage_gated``: the fine stage with the gate combine in its
   kernel's epilogue, bitwise block_sparse_attn followed by gate_combine, one
   pass over the output fewer. Forward only (no autograd): the layer uses it
-  when no gradient is needed.
+  when no gradient is needed. ``vsa::fine_stage_gated_training`` also returns
+  what the backward needs, the attention alone (fine) and its lse, from the
+  same pass: the layer's training path (layer_training.py).
 
 docs/layer.md describes the arithmetic and why it gives the same block lists
 on every backend.
@@ -27,6 +29,7 @@ from torch import Tensor
 
 from vsa import _C
 from vsa._tensors import kernel_ready
+from vsa.attention import _new_lse
 from vsa.dispatch import launch
 
 
@@ -263,8 +266,8 @@ def _fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     gate = None if gate is None else kernel_ready(gate)
     out = q.new_empty(q.shape)
     launch(_C.fine_stage_gated,
-           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate), (out,),
-           layout, scale)
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate),
+           (out, None, None), layout, scale)
     return out
 
 
@@ -272,3 +275,25 @@ def _fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
 def _fine_stage_gated_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse,
                            gate, scale, layout):
     return q.new_empty(q.shape)
+
+
+@torch.library.custom_op("vsa::fine_stage_gated_training", mutates_args=())
+def _fine_stage_gated_training(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
+                               variable_block_sizes: Tensor, q_variable_block_sizes: Optional[Tensor],
+                               coarse: Tensor, gate: Optional[Tensor], scale: float,
+                               layout: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(out, fine, lse): the gated output and, bitwise as vsa::forward gives them, the attention
+    alone and its lse, which the fine stage's backward reads."""
+    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
+    gate = None if gate is None else kernel_ready(gate)
+    out, fine, lse = q.new_empty(q.shape), q.new_empty(q.shape), _new_lse(q, layout, True)
+    launch(_C.fine_stage_gated,
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate),
+           (out, fine, lse), layout, scale)
+    return out, fine, lse
+
+
+@_fine_stage_gated_training.register_fake
+def _fine_stage_gated_training_fake(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes,
+                                    coarse, gate, scale, layout):
+    return q.new_empty(q.shape), q.new_empty(q.shape), _new_lse(q, layout, True)

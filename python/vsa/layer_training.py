@@ -17,8 +17,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from vsa.attention import _backward, _forward
-from vsa.layer_ops import (_block_means, _coarse_stage, _coarse_stage_backward, _gate_combine,
+from vsa.attention import _backward
+from vsa.layer_ops import (_block_means, _coarse_stage, _coarse_stage_backward, _fine_stage_gated_training,
                            _gate_combine_backward)
 
 
@@ -29,8 +29,9 @@ class _TrainingLayer(torch.autograd.Function):
         vbs, q_vbs = variable_block_sizes, q_variable_block_sizes
         means = _block_means(q, k, v, q_vbs, vbs, layout)
         coarse, q2k_idx, q2k_num = _coarse_stage(*means, vbs, topk, scale)
-        fine, lse = _forward(q, k, v, q2k_idx, q2k_num, vbs, q_vbs, scale, True, layout, deterministic)
-        out = _gate_combine(fine, coarse, gate, layout)
+        # One pass writes the gated output and the attention alone, which the backward's delta reads.
+        out, fine, lse = _fine_stage_gated_training(q, k, v, q2k_idx, q2k_num, vbs, q_vbs, coarse, gate, scale,
+                                                    layout)
         ctx.mark_non_differentiable(q2k_idx, q2k_num)
         ctx.save_for_backward(q, k, v, *means, coarse, fine, lse, q2k_idx, q2k_num, vbs, q_vbs,
                               *(() if gate is None else (gate,)))

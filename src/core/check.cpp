@@ -230,6 +230,8 @@ void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
   if (p.need_lse) expect_lse(p.lse, "lse", p.in.q, s);
   if (!p.coarse.defined()) {
     if (p.gate.defined()) fail("gate", "undefined when coarse is (the gate weights coarse)", "a tensor");
+    if (p.fine.defined()) fail("fine", "undefined when coarse is (without the combine, out is the attention)",
+                               "a tensor");
     return;
   }
   expect_rank(p.coarse, "coarse", 4);
@@ -238,6 +240,7 @@ void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
   expect_shape(p.coarse, "coarse", {s.batch, s.heads, s.num_q_blocks, s.head_dim});
   expect_contiguous(p.coarse, "coarse");
   if (p.gate.defined()) expect_like(p.gate, "gate", p.in.q, "q");
+  if (p.fine.defined()) expect_like(p.fine, "fine", p.in.q, "q");
 }
 
 void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {

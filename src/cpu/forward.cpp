@@ -3,7 +3,8 @@
 // S = Q·Kᵀ and O = P·V are two matrix products (matmul.hpp), the softmax in
 // between runs row by row on vectorized exponentials (softmax_math.hpp).
 // With ForwardParams::coarse the VSA layer's gate combine is applied to each
-// row right after it is written (combine_row.hpp). Padding query rows
+// row right after it is written (combine_row.hpp), after the rounded row is
+// copied to ForwardParams::fine when that is given. Padding query rows
 // (q_variable_block_sizes) are left out of every product and written as empty
 // rows: that is what makes the forward's work proportional to the real tokens.
 #include <algorithm>
@@ -31,6 +32,8 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
   const auto* coarse = static_cast<const float*>(p.coarse.data);  // null: no fused combine
   const bool gated = p.gate.defined();
   const auto gate = sequence_rows<const T>(p.gate, p.in.layout);
+  const auto fine = sequence_rows<T>(p.fine, p.in.layout);  // with coarse only
+  const bool keep_fine = p.fine.defined();
 
   parallel_for(s.batch * s.heads * s.num_q_blocks, [&](std::int64_t item) {
     Scratch& scratch = thread_scratch();
@@ -48,8 +51,9 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
     auto write_row = [&](const float* values, std::int64_t r, bool in_place) {
       T* dst = out.row(qb.batch, qb.head, first_seq + r);
       if (!in_place) store_row(values, dst, d);
-      if (coarse_row != nullptr)
-        combine_row<T>(dst, coarse_row, gated ? gate.row(qb.batch, qb.head, first_seq + r) : nullptr, dst, d);
+      if (coarse_row == nullptr) return;
+      if (keep_fine) std::copy(dst, dst + d, fine.row(qb.batch, qb.head, first_seq + r));
+      combine_row<T>(dst, coarse_row, gated ? gate.row(qb.batch, qb.head, first_seq + r) : nullptr, dst, d);
     };
 
     // Rows [from, rows) attend to nothing (or are padding): exactly zero, the sentinel LSE.

@@ -188,6 +188,13 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
     kp.gate = p.gate.data;
     kp.gate_stride = seq_strides(p.gate, in.layout);
   }
+  if (p.fine.defined()) {
+    if (!rows_aligned(p.fine, in.layout))
+      throw Error(ErrorKind::unsupported, "fine.stride", "16-byte aligned rows (strides multiple of 8)",
+                  "unaligned rows");
+    kp.fine = p.fine.data;
+    kp.fine_stride = seq_strides(p.fine, in.layout);
+  }
 
   const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);

@@ -1,9 +1,9 @@
 // The VSA layer's gate combine fused into the CPU forward's epilogue
-// (ForwardParams::coarse, gate): bitwise the forward followed by
-// gate_combine, over the shared case matrix (dtypes, layouts, blocks 64 and
-// 128, D 64 and 128, GQA, padded views, partial and empty blocks, empty
-// rows), with and without a gate; and the arguments it refuses, with out
-// left untouched.
+// (ForwardParams::coarse, gate, fine): bitwise the forward followed by
+// gate_combine, and the kept attention bitwise the plain forward's out, over
+// the shared case matrix (dtypes, layouts, blocks 64 and 128, D 64 and 128,
+// GQA, padded views, partial and empty blocks, empty rows), with and without
+// a gate; and the arguments it refuses, with out, lse and fine untouched.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -18,34 +18,37 @@
 namespace vsa::test {
 namespace {
 
-class FusedGateCombine : public ::testing::TestWithParam<std::tuple<AttentionCase, bool>> {};
+class FusedGateCombine : public ::testing::TestWithParam<std::tuple<AttentionCase, AddendKind>> {};
 
 TEST_P(FusedGateCombine, IsBitwiseForwardThenGateCombine) {
-  const auto& [spec, gated] = GetParam();
+  const auto& [spec, kind] = GetParam();
   const std::uint64_t seed = next_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   AttentionProblem problem(spec, seed);
   std::mt19937_64 rng(seed + 1);
-  const CombineAddend addend = draw_combine_addend(problem, rng, gated);
-  expect_fused_combine_matches(problem, addend, [&](bool fused) {
+  CombineAddend addend = draw_combine_addend(problem, rng, kind);
+  expect_fused_combine_matches(problem, addend, [&](CombinePath path) {
     ForwardParams p = problem.forward_params(true);
-    if (fused) {
+    if (path == CombinePath::fused) {
       p.coarse = addend.coarse.ref();
       p.gate = addend.gate_ref();
-      forward(p);
-      return;
+      p.fine = addend.fine_ref();
     }
     forward(p);
-    gate_combine({problem.out.ref(), addend.coarse.ref(), addend.gate_ref(), problem.out.ref(), spec.layout, nullptr});
+    if (path == CombinePath::forward_then_combine)
+      gate_combine({problem.out.ref(), addend.coarse.ref(), addend.gate_ref(), problem.out.ref(), spec.layout,
+                    nullptr});
   });
 }
 
-std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<AttentionCase, bool>>& info) {
-  return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_gated" : "_no_gate");
+std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<AttentionCase, AddendKind>>& info) {
+  return std::get<0>(info.param).name + "_" + addend_kind_name(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FusedGateCombine,
-                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::Bool()),
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()),
+                                            ::testing::Values(AddendKind::no_gate, AddendKind::gated,
+                                                              AddendKind::gated_keeping_fine)),
                          fused_case_name);
 
 TEST(FusedGateCombineRejects, BadAddendsAndWritesNothing) {
@@ -62,23 +65,31 @@ TEST(FusedGateCombineRejects, BadAddendsAndWritesNothing) {
       HostTensor::with_row_pitch(DType::f32, {c.batch, c.heads, nq, c.head_dim}, c.head_dim + 4);
   const HostTensor gate_f16(DType::f16, problem.q.shape());
   const HostTensor gate_short(DType::bf16, {c.batch, c.heads, c.seq_q() - 64, c.head_dim});
+  HostTensor fine(DType::bf16, problem.q.shape()), fine_f16(DType::f16, problem.q.shape());
+  fine.poison();
 
-  const std::tuple<const char*, TensorRef, TensorRef> bad[] = {
-      {"coarse.shape", coarse_nq_plus_1.ref(), addend.gate_ref()},
-      {"coarse", coarse_rank3.ref(), addend.gate_ref()},
-      {"coarse.dtype", coarse_f16.ref(), addend.gate_ref()},
-      {"coarse.stride", coarse_strided.ref(), addend.gate_ref()},
-      {"gate.dtype", addend.coarse.ref(), gate_f16.ref()},
-      {"gate.shape", addend.coarse.ref(), gate_short.ref()},
-      {"gate", TensorRef{}, addend.gate_ref()},  // a gate without coarse
+  const std::tuple<const char*, TensorRef, TensorRef, TensorRef> bad[] = {
+      {"coarse.shape", coarse_nq_plus_1.ref(), addend.gate_ref(), TensorRef{}},
+      {"coarse", coarse_rank3.ref(), addend.gate_ref(), TensorRef{}},
+      {"coarse.dtype", coarse_f16.ref(), addend.gate_ref(), TensorRef{}},
+      {"coarse.stride", coarse_strided.ref(), addend.gate_ref(), TensorRef{}},
+      {"gate.dtype", addend.coarse.ref(), gate_f16.ref(), TensorRef{}},
+      {"gate.shape", addend.coarse.ref(), gate_short.ref(), TensorRef{}},
+      {"gate", TensorRef{}, addend.gate_ref(), TensorRef{}},  // a gate without coarse
+      {"fine.dtype", addend.coarse.ref(), addend.gate_ref(), fine_f16.ref()},
+      {"fine.shape", addend.coarse.ref(), addend.gate_ref(), gate_short.ref()},
+      {"fine", TensorRef{}, TensorRef{}, fine.ref()},  // the attention kept without a combine
+      {"coarse.dtype", coarse_f16.ref(), addend.gate_ref(), fine.ref()},
   };
-  for (const auto& [argument, coarse, gate] : bad) {
+  for (const auto& [argument, coarse, gate, kept] : bad) {
     ForwardParams p = problem.forward_params(true);
     p.coarse = coarse;
     p.gate = gate;
+    p.fine = kept;
     expect_error_on(argument, [&] { forward(p); });
     EXPECT_TRUE(problem.out.untouched()) << argument;
     EXPECT_TRUE(problem.lse.untouched()) << argument;
+    EXPECT_TRUE(fine.untouched()) << argument;
   }
 }
 

@@ -21,23 +21,24 @@
 namespace vsa::test {
 namespace {
 
-void run_on_gpu(AttentionProblem& problem, const CombineAddend& addend, bool fused) {
+void run_on_gpu(AttentionProblem& problem, const CombineAddend& addend, CombinePath path) {
   DeviceForward call(problem);  // poisons out and lse, then mirrors them
-  const DeviceMirror coarse(addend.coarse), gate(addend.gate);
+  const DeviceMirror coarse(addend.coarse), gate(addend.gate), fine(addend.fine);
   const TensorRef gate_ref = addend.gated ? gate.ref() : TensorRef{};
-  if (fused) {
+  if (path == CombinePath::fused) {
     call.params.coarse = coarse.ref();
     call.params.gate = gate_ref;
-    forward(call.params);
-  } else {
-    forward(call.params);
-    gate_combine({call.out.ref(), coarse.ref(), gate_ref, call.out.ref(), problem.spec().layout, nullptr});
+    call.params.fine = addend.keep_fine ? fine.ref() : TensorRef{};
   }
+  forward(call.params);
+  if (path == CombinePath::forward_then_combine)
+    gate_combine({call.out.ref(), coarse.ref(), gate_ref, call.out.ref(), problem.spec().layout, nullptr});
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   call.copy_back();
+  if (path == CombinePath::fused) fine.copy_back();
 }
 
-class CudaForwardGateCombine : public ::testing::TestWithParam<std::tuple<AttentionCase, bool>> {
+class CudaForwardGateCombine : public ::testing::TestWithParam<std::tuple<AttentionCase, AddendKind>> {
  protected:
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -45,20 +46,22 @@ class CudaForwardGateCombine : public ::testing::TestWithParam<std::tuple<Attent
 };
 
 TEST_P(CudaForwardGateCombine, IsBitwiseForwardThenGateCombine) {
-  const auto& [spec, gated] = GetParam();
+  const auto& [spec, kind] = GetParam();
   const std::uint64_t seed = next_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   AttentionProblem problem(on_gpu(spec), seed);
   std::mt19937_64 rng(seed + 1);
-  const CombineAddend addend = draw_combine_addend(problem, rng, gated);
-  expect_fused_combine_matches(problem, addend, [&](bool fused) { run_on_gpu(problem, addend, fused); });
+  CombineAddend addend = draw_combine_addend(problem, rng, kind);
+  expect_fused_combine_matches(problem, addend, [&](CombinePath path) { run_on_gpu(problem, addend, path); });
 }
 
 // Lists that take the CTAs of one layer through different schedules (empty,
 // only an empty block, one partial block, a long list with repeats), D 64
 // and 128, blocks of 64 and 128: the Hopper kernels' 64-row CTAs cover half
-// a 128-row block each and must both pick that block's coarse row.
+// a 128-row block each and must both pick that block's coarse row. Without a
+// gate the fused forward also keeps the attention (the training path's call
+// for an ungated layer).
 class CudaForwardGateCombineLists : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -92,8 +95,9 @@ TEST_P(CudaForwardGateCombineLists, UnevenListsAndPartialBlocks) {
         problem.set_list(0, h, 3, {0, 2, 3, 4, 2, 0, 3, 4, 2, 0, 3, 4});
       }
       std::mt19937_64 rng(seed + 1);
-      const CombineAddend addend = draw_combine_addend(problem, rng, GetParam());
-      expect_fused_combine_matches(problem, addend, [&](bool fused) { run_on_gpu(problem, addend, fused); });
+      const bool gated = GetParam();
+      CombineAddend addend = draw_combine_addend(problem, rng, gated, !gated);
+      expect_fused_combine_matches(problem, addend, [&](CombinePath path) { run_on_gpu(problem, addend, path); });
     }
 }
 
@@ -112,20 +116,24 @@ TEST(CudaForwardGateCombineRefused, BadAddendsWriteNothing) {
       {"coarse not 16-byte aligned", ErrorKind::unsupported},
       {"coarse on the host", ErrorKind::invalid_argument},
       {"gate without coarse", ErrorKind::invalid_argument},
+      {"fine rows not 16-byte aligned", ErrorKind::unsupported},
   };
-  for (int n = 0; n < 4; ++n) {
+  for (int n = 0; n < 5; ++n) {
     SCOPED_TRACE(cases[n].first);
     AttentionProblem problem(c, next_seed());
     std::mt19937_64 rng(next_seed());
-    const CombineAddend addend = draw_combine_addend(problem, rng, true);
+    CombineAddend addend = draw_combine_addend(problem, rng, true, true);
     DeviceForward call(problem);
-    const DeviceMirror coarse(addend.coarse), gate(addend.gate);
+    addend.fine.poison();
+    const DeviceMirror coarse(addend.coarse), gate(addend.gate), fine(addend.fine);
     call.params.coarse = coarse.ref();
     call.params.gate = gate.ref();
+    call.params.fine = fine.ref();
     if (n == 0) call.params.gate.stride[2] -= 1;
     if (n == 1) call.params.coarse.data = static_cast<char*>(call.params.coarse.data) + 4;
     if (n == 2) call.params.coarse = addend.coarse.ref();
     if (n == 3) call.params.coarse = TensorRef{};
+    if (n == 4) call.params.fine.stride[2] -= 1;
     try {
       forward(call.params);
       ADD_FAILURE() << "no vsa::Error";
@@ -134,17 +142,21 @@ TEST(CudaForwardGateCombineRefused, BadAddendsWriteNothing) {
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     call.copy_back();
+    fine.copy_back();
     EXPECT_TRUE(problem.out.untouched()) << "out written by a refused call";
     EXPECT_TRUE(problem.lse.untouched()) << "lse written by a refused call";
+    EXPECT_TRUE(addend.fine.untouched()) << "fine written by a refused call";
   }
 }
 
-std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<AttentionCase, bool>>& info) {
-  return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_gated" : "_no_gate");
+std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<AttentionCase, AddendKind>>& info) {
+  return std::get<0>(info.param).name + "_" + addend_kind_name(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaForwardGateCombine,
-                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::Bool()),
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()),
+                                            ::testing::Values(AddendKind::no_gate, AddendKind::gated,
+                                                              AddendKind::gated_keeping_fine)),
                          fused_case_name);
 
 }  // namespace

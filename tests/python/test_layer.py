@@ -124,9 +124,9 @@ def _fusion_id(case):
 
 
 @pytest.mark.parametrize("case", FUSION_CASES, ids=_fusion_id)
-def test_fused_inference_equals_unfused_training_path(gen, device, case):
+def test_fused_inference_equals_training_path(gen, device, case):
     """Without a gradient the layer runs the fine kernel with the gate combine in its
-    epilogue; with one, the separate fine stage and gate_combine. Same bits."""
+    epilogue; with one, the training op, which also keeps the attention. Same bits."""
     if device == "cuda" and case["dtype"] == torch.float32:
         pytest.skip("the CUDA backend takes 16-bit inputs")
     p = draw_layer_problem(gen, **case).to(device)
@@ -152,6 +152,21 @@ def test_fused_stage_function_equals_the_two_stages(gen):
                                      q_variable_block_sizes=q_vbs)
             fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, layout="bshd", q_variable_block_sizes=q_vbs)
             assert torch.equal(fused, gate_combine(fine, coarse, gate, layout="bshd"))
+
+
+def test_training_fine_stage_keeps_the_attention_and_lse(gen):
+    """vsa::fine_stage_gated_training: out as the fused stage gives it, fine and lse bitwise as
+    vsa::forward gives them (what the fine stage's backward reads), from one kernel."""
+    p = draw_layer_problem(gen, heads=4, kv_heads=2, dtype=torch.bfloat16, layout="bshd")
+    means = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs, layout="bshd")
+    coarse, q2k_idx, q2k_num = coarse_stage(*means, p.vbs, p.topk)
+    for gate in (p.gate, None):
+        out, fine, lse = torch.ops.vsa.fine_stage_gated_training(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, p.q_vbs,
+                                                                 coarse, gate, 0.0, "bshd")
+        want_fine, want_lse = torch.ops.vsa.forward(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs, p.q_vbs, 0.0, True,
+                                                    "bshd", False)
+        assert torch.equal(fine, want_fine) and torch.equal(lse, want_lse)
+        assert torch.equal(out, gate_combine(want_fine, coarse, gate, layout="bshd"))
 
 
 def test_block_means_is_three_block_mean_calls_in_one_with_their_gradients(gen):
@@ -211,8 +226,8 @@ def _graph_recorder(graphs):
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 def test_compile_fullgraph_picks_fused_or_unfused(gen, grad):
     """Both paths trace into one graph (no break, no host sync): the fused op without a
-    gradient, the training node (fine stage, gate_combine) with one; each matches eager
-    bitwise."""
+    gradient, the training node (the fused op that keeps the attention, and the backward's
+    ops) with one; each matches eager bitwise."""
     torch._dynamo.reset()
     p = draw_clear_problem(gen, heads=4, kv_heads=2, layout="bshd", dtype=torch.bfloat16)
     graphs = []
@@ -226,8 +241,9 @@ def test_compile_fullgraph_picks_fused_or_unfused(gen, grad):
         got, want = compiled(q, p.k, p.v, p.gate), step(q, p.k, p.v, p.gate)
     assert torch.equal(got.detach(), want.detach())
     assert len(graphs) == 1
-    assert ("fine_stage_gated" in graphs[0]) != grad
-    assert ("gate_combine" in graphs[0]) == grad
+    assert "fine_stage_gated" in graphs[0]
+    assert ("fine_stage_gated_training" in graphs[0]) == grad
+    assert ("gate_combine_backward" in graphs[0]) == grad
     torch._dynamo.reset()
 
 

@@ -175,6 +175,7 @@ SAMPLES = {
     "gate_combine": gate_combine_samples,
     "gate_combine_backward": gate_combine_backward_samples,
     "fine_stage_gated": fine_stage_gated_samples,
+    "fine_stage_gated_training": fine_stage_gated_samples,  # the same arguments
 }
 
 

@@ -39,6 +39,9 @@ struct FwdKernelParams {
   const void* gate;     // q's shape, D unit stride
   SeqStrides gate_stride;
   const float* coarse;  // [B, H, NQ, D] contiguous
+  // With coarse (vsa::ForwardParams::fine): the attention alone, written beside out; or null.
+  void* fine;
+  SeqStrides fine_stride;
 };
 
 // The backward's kernels (sm80 and sm90). The key pass: a CTA owns one

@@ -76,7 +76,8 @@ class QueryScheduler {
 // Where a CTA's rows are: its first q row and the K and V rows of its
 // (batch, kv head), read from the start; its first out row and lse entry
 // (null when lse is not wanted), written at the end, with what the fused gate
-// combine adds to them (coarse null: nothing).
+// combine adds to them (coarse null: nothing) and where the attention alone
+// goes beside the combined rows (fine, or null).
 template <class Elem>
 struct CtaInputs {
   const Elem* q;
@@ -93,6 +94,8 @@ struct CtaOutputs {
   const float* coarse;
   const Elem* gate;
   std::int64_t gate_row_stride;
+  Elem* fine;
+  std::int64_t fine_row_stride;
 };
 
 template <class Elem, int kCtaRows>
@@ -116,7 +119,11 @@ __device__ __forceinline__ CtaOutputs<Elem> cta_outputs(const FwdKernelParams& p
           p.gate == nullptr ? nullptr
                             : static_cast<const Elem*>(p.gate) + sched.batch() * p.gate_stride.batch +
                                   sched.head() * p.gate_stride.head + q_row0 * p.gate_stride.seq,
-          p.gate_stride.seq};
+          p.gate_stride.seq,
+          p.fine == nullptr ? nullptr
+                            : static_cast<Elem*>(p.fine) + sched.batch() * p.fine_stride.batch +
+                                  sched.head() * p.fine_stride.head + q_row0 * p.fine_stride.seq,
+          p.fine_stride.seq};
 }
 
 // Where a dQ-pass CTA's rows are: its q and dout rows (read) and dq rows

@@ -7,7 +7,9 @@
 // so the mask costs nothing per tile. With the fused gate combine (CtaOutputs::coarse),
 // each staged chunk of 8 rounded outputs becomes fine + coarse · gate on its
 // way out: the arithmetic of the combine kernel (layer/gate_combine.cu), so
-// the same bits, without a second pass over out.
+// the same bits, without a second pass over out. With CtaOutputs::fine the
+// rounded attention is stored there too (the layer's training path keeps it
+// for the backward's delta).
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,8 @@ __device__ __forceinline__ void prefetch_gate_rows(const FwdKernelParams& p, con
 
 // The copy-out of a warp's staged rows with the gate combine applied: each
 // 16-byte chunk is the rounded attention plus the CTA's coarse row times the
-// row's gate (1 without a gate), rounded once more. Every gate chunk of the
+// row's gate (1 without a gate), rounded once more; the rounded attention
+// itself goes to dst.fine when that is set. Every gate chunk of the
 // lane is loaded before the first store: out may alias gate as far as the
 // compiler knows, so loads between stores would each wait a full memory
 // round trip.
@@ -66,6 +69,7 @@ __device__ __forceinline__ void store_combined_rows(const Elem* stage, int row0,
 #pragma unroll
       for (int e = 0; e < 8; ++e) fine[e] = 0.0f;
     }
+    if (dst.fine != nullptr) layer::store8(dst.fine + row * dst.fine_row_stride + 8 * chunk, fine);
     if (dst.gate != nullptr) layer::unpack8<Elem>(gate_raw[k], gate);
 #pragma unroll
     for (int e = 0; e < 8; ++e) fine[e] = detail::combine_step(fine[e], coarse[e], gate[e]);

@@ -7,7 +7,8 @@
 
 namespace vsa::test {
 
-CombineAddend draw_combine_addend(const AttentionProblem& problem, std::mt19937_64& rng, bool gated) {
+CombineAddend draw_combine_addend(const AttentionProblem& problem, std::mt19937_64& rng, bool gated,
+                                  bool keep_fine) {
   const AttentionCase& c = problem.spec();
   CombineAddend a;
   a.coarse = HostTensor(DType::f32, {c.batch, c.heads, c.num_q_blocks, c.head_dim});
@@ -15,17 +16,42 @@ CombineAddend draw_combine_addend(const AttentionProblem& problem, std::mt19937_
   a.gate = problem.q;  // the same view (padded rows included), new values
   a.gate.fill_random(rng);
   a.gated = gated;
+  a.fine = problem.out;  // the same view (padded rows included), poisoned before each fused run
+  a.keep_fine = keep_fine;
   return a;
 }
 
-void expect_fused_combine_matches(AttentionProblem& problem, const CombineAddend& addend,
-                                  const std::function<void(bool fused)>& run) {
-  run(false);
+CombineAddend draw_combine_addend(const AttentionProblem& problem, std::mt19937_64& rng, AddendKind kind) {
+  return draw_combine_addend(problem, rng, kind != AddendKind::no_gate, kind == AddendKind::gated_keeping_fine);
+}
+
+const char* addend_kind_name(AddendKind kind) {
+  switch (kind) {
+    case AddendKind::no_gate: return "no_gate";
+    case AddendKind::gated: return "gated";
+    case AddendKind::gated_keeping_fine: return "gated_keeping_fine";
+  }
+  return "?";
+}
+
+void expect_fused_combine_matches(AttentionProblem& problem, CombineAddend& addend,
+                                  const std::function<void(CombinePath path)>& run) {
+  HostTensor plain_out;
+  if (addend.keep_fine) {
+    run(CombinePath::forward_only);
+    plain_out = problem.out;
+  }
+  run(CombinePath::forward_then_combine);
   const HostTensor unfused_out = problem.out, unfused_lse = problem.lse;
-  run(true);
+  addend.fine.poison();
+  run(CombinePath::fused);
   EXPECT_TRUE(problem.out.written_exactly_view()) << "out: some element not written, or a gap written";
   EXPECT_TRUE(problem.out.same_bytes(unfused_out)) << "fused out differs from forward + gate_combine";
   EXPECT_TRUE(problem.lse.same_bytes(unfused_lse)) << "fused lse differs from the plain forward's";
+  if (addend.keep_fine) {
+    EXPECT_TRUE(addend.fine.written_exactly_view()) << "fine: some element not written, or a gap written";
+    EXPECT_TRUE(addend.fine.same_bytes(plain_out)) << "kept fine differs from the plain forward's out";
+  }
 
   // Independently of the unfused path: the float64 attention plus coarse · gate.
   const AttentionCase& c = problem.spec();
