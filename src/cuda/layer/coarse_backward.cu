@@ -14,7 +14,9 @@
 //                the end; P and dS go to the workspace, rounded to TF32.
 //   keys kernel  a warp per 16 keys and one of dV = Pᵀ·dO or
 //                dK = scale · dSᵀ·Q over all R rows: the group's sum in one
-//                warp's registers, without atomics (bitwise repeatable).
+//                warp's registers, without atomics (bitwise repeatable); the
+//                four warps of a CTA share the dout or q rows through shared
+//                memory.
 //
 // Every product is one mma.sync on TF32 operands rounded to nearest with
 // float32 accumulation (about 2^-11 relative per operand: finer than the
@@ -56,8 +58,8 @@ constexpr int kWarpRows = 16;                 // an m16 tile: query rows per war
 constexpr int kChunkKeys = 64;                // keys per step of the rows kernel
 constexpr int kChunkTiles = kChunkKeys / 8;   // its n8 tiles
 constexpr int kRowWarps = 4;                  // warps per CTA of the rows kernel: two row tiles, two warps each
-constexpr int kKeyTilesPerCta = 2;            // 16-key tiles per CTA of the keys kernel, two warps each
-constexpr int kKeyWarps = 2 * kKeyTilesPerCta;
+constexpr int kKeyWarps = 4;                  // 16-key tiles per CTA of the keys kernel (a warp each), one product
+constexpr int kStageRows = 32;                // q or dout rows per shared-memory stage of the keys kernel
 constexpr unsigned kAll = 0xffffffffu;
 
 struct MeanGradParams {
@@ -162,15 +164,16 @@ __device__ __forceinline__ void chunk_products(float (&acc)[kChunkTiles][4], con
 
 // acc[4c + i] += a · (rows y0 and y1 of a [·, D] tensor): one k-step of a product whose B
 // is row-major along the output columns. Lane g reads columns 32c + 4g .. 32c + 4g + 3,
-// column 32c + 4g + i feeding n-tile 4c + i.
-template <int kHeadDim>
+// column 32c + 4g + i feeding n-tile 4c + i (from global memory here, from shared memory in
+// the keys kernel).
+template <int kHeadDim, bool kShared = false>
 __device__ __forceinline__ void column_step(float (&acc)[kHeadDim / 8][4], float a0, float a1, float a2, float a3,
-                                            const float* y0, const float* y1, bool real0, bool real1) {
-  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                                            const float* y0, const float* y1) {
 #pragma unroll
   for (int c = 0; c < kHeadDim / 32; ++c) {
-    const float4 b0 = real0 ? __ldg(reinterpret_cast<const float4*>(y0 + 32 * c)) : zero;
-    const float4 b1 = real1 ? __ldg(reinterpret_cast<const float4*>(y1 + 32 * c)) : zero;
+    const auto* b0p = reinterpret_cast<const float4*>(y0 + 32 * c);
+    const auto* b1p = reinterpret_cast<const float4*>(y1 + 32 * c);
+    const float4 b0 = kShared ? *b0p : __ldg(b0p), b1 = kShared ? *b1p : __ldg(b1p);
     mma(acc[4 * c + 0], a0, a1, a2, a3, b0.x, b1.x);
     mma(acc[4 * c + 1], a0, a1, a2, a3, b0.y, b1.y);
     mma(acc[4 * c + 2], a0, a1, a2, a3, b0.z, b1.z);
@@ -205,7 +208,7 @@ __device__ __forceinline__ void accumulate_dq(float (&dq)[kHeadDim / 8][4], cons
     const float* k0 = k + static_cast<std::int64_t>(min(j0 + j + t, keys - 1)) * kHeadDim + 4 * g;
     const float* k1 = k + static_cast<std::int64_t>(min(j0 + j + t + 4, keys - 1)) * kHeadDim + 4 * g;
     column_step<kHeadDim>(dq, ds[g * kDsPitch + j + t], ds[(g + 8) * kDsPitch + j + t], ds[g * kDsPitch + j + t + 4],
-                          ds[(g + 8) * kDsPitch + j + t + 4], k0, k1, true, true);
+                          ds[(g + 8) * kDsPitch + j + t + 4], k0, k1);
   }
 }
 
@@ -388,27 +391,66 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
     if (real[h]) store_columns<kHeadDim>(p.dq + (first + g + 8 * h) * kHeadDim, dq, h, t, p.scale);
 }
 
+// Shared memory of the keys kernel: two stages of kStageRows q or dout rows at pitch D + 8
+// (a quarter-warp's 16-byte fragment reads of four rows fall 8 banks apart).
+template <int kHeadDim>
+struct KeysSmem {
+  static constexpr int kPitch = kHeadDim + 8;
+  static constexpr int kStageFloats = kStageRows * kPitch;
+  static constexpr std::size_t kBytes = sizeof(float) * 2 * kStageFloats;
+};
+
+// Rows r0 .. r0 + kStageRows − 1 of y ([rows, D], rounded) into a stage by cp.async, 16 bytes
+// per thread and copy; rows past the last are zero-filled (their P and dS are 0 too).
+template <int kHeadDim>
+__device__ __forceinline__ void stage_rows(float* stage, const float* y, int r0, int rows) {
+  constexpr int kVecs = kHeadDim / 4;
+  for (int i = static_cast<int>(threadIdx.x); i < kStageRows * kVecs; i += 32 * kKeyWarps) {
+    const int r = i / kVecs, c = 4 * (i % kVecs);
+    const bool real = r0 + r < rows;
+    ptx::cp_async_16_or_zero(ptx::smem_addr(stage + r * KeysSmem<kHeadDim>::kPitch + c),
+                             y + static_cast<std::int64_t>(real ? r0 + r : 0) * kHeadDim + c, real);
+  }
+  ptx::cp_async_commit();
+}
+
+// A CTA of four warps takes 64 consecutive keys and one of dV = Pᵀ·dO or dK = scale · dSᵀ·Q
+// (blockIdx.y odd: dK) over all R rows, each warp 16 keys: the group's sum in one warp's
+// registers, without atomics (bitwise repeatable). The q or dout rows, which every warp
+// reads whole, come through shared memory once per CTA, a stage of 32 rows loading while
+// the one before is used.
 template <int kHeadDim>
 __global__ void __launch_bounds__(32 * kKeyWarps) coarse_keys_kernel(const MeanGradParams p) {
+  using S = KeysSmem<kHeadDim>;
+  extern __shared__ float4 smem_vec[];
+  float* stages = reinterpret_cast<float*>(smem_vec);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int j0 = (blockIdx.x * kKeyTilesPerCta + warp / 2) * kWarpRows;
-  if (j0 >= p.keys) return;
-  const bool is_dk = (warp & 1) != 0;  // warp-uniform: dK = scale · dSᵀ·Q, else dV = Pᵀ·dO
-  const std::int64_t head = blockIdx.y;
+  const int j0 = (blockIdx.x * kKeyWarps + warp) * kWarpRows;  // a warp past the last key stores nothing
+  const bool is_dk = (blockIdx.y & 1) != 0;                     // CTA-uniform
+  const std::int64_t head = blockIdx.y >> 1;
   // Fragment row g holds key j0 + 2g, row g + 8 key j0 + 2g + 1: one 8-byte read each row step.
+  // j0 < keys_padded (the grid covers the keys in 64s): past the last key, P and dS are 0.
   const float* x = (is_dk ? p.dscores : p.probs) + head * p.rows_padded * p.keys_padded + j0 + 2 * g;
-  const float* y = (is_dk ? p.q_r : p.dout_r) + head * p.rows * kHeadDim + 4 * g;
+  const float* y = (is_dk ? p.q_r : p.dout_r) + head * p.rows * kHeadDim;
 
   float acc[kHeadDim / 8][4] = {};
-#pragma unroll 2
-  for (int r0 = 0; r0 < p.rows_padded; r0 += 8) {
-    const float2 x0 = *reinterpret_cast<const float2*>(x + static_cast<std::int64_t>(r0 + t) * p.keys_padded);
-    const float2 x1 = *reinterpret_cast<const float2*>(x + static_cast<std::int64_t>(r0 + t + 4) * p.keys_padded);
-    // Rows past the last are padding (their P and dS are 0); y is read as 0 there.
-    const bool real0 = r0 + t < p.rows, real1 = r0 + t + 4 < p.rows;
-    const float* y0 = y + static_cast<std::int64_t>(min(r0 + t, p.rows - 1)) * kHeadDim;
-    const float* y1 = y + static_cast<std::int64_t>(min(r0 + t + 4, p.rows - 1)) * kHeadDim;
-    column_step<kHeadDim>(acc, x0.x, x0.y, x1.x, x1.y, y0, y1, real0, real1);
+  const int blocks = (p.rows_padded + kStageRows - 1) / kStageRows;
+  stage_rows<kHeadDim>(stages, y, 0, p.rows);
+  for (int b = 0; b < blocks; ++b) {
+    float* stage = stages + (b & 1) * S::kStageFloats;
+    if (b + 1 < blocks) stage_rows<kHeadDim>(stages + ((b + 1) & 1) * S::kStageFloats, y, (b + 1) * kStageRows, p.rows);
+    if (b + 1 < blocks) ptx::cp_async_wait<1>(); else ptx::cp_async_wait<0>();
+    __syncthreads();  // the stage is whole
+    // Rows past rows_padded are not in the workspace; those below it and past R hold P = dS = 0.
+    const int steps = min(kStageRows, p.rows_padded - b * kStageRows) / 8;
+    for (int s = 0; s < steps; ++s) {
+      const int r0 = b * kStageRows + 8 * s;
+      const float2 x0 = *reinterpret_cast<const float2*>(x + static_cast<std::int64_t>(r0 + t) * p.keys_padded);
+      const float2 x1 = *reinterpret_cast<const float2*>(x + static_cast<std::int64_t>(r0 + t + 4) * p.keys_padded);
+      const float* y0 = stage + (8 * s + t) * S::kPitch + 4 * g;
+      column_step<kHeadDim, true>(acc, x0.x, x0.y, x1.x, x1.y, y0, y0 + 4 * S::kPitch);
+    }
+    __syncthreads();  // every warp is done with the stage before it is loaded again
   }
 
   const float factor = is_dk ? p.scale : 1.0f;
@@ -452,8 +494,8 @@ void launch(const MeanGradParams& p, const RoundingParams& rounding, unsigned he
   const dim3 row_grid((p.rows_padded / kWarpRows + kRowWarps / 2 - 1) / (kRowWarps / 2), heads);
   coarse_rows_kernel<kHeadDim><<<row_grid, 32 * kRowWarps, kRowsSmem, stream>>>(p);
   check_launch("coarse_rows_kernel");
-  const dim3 key_grid((p.keys + kWarpRows * kKeyTilesPerCta - 1) / (kWarpRows * kKeyTilesPerCta), heads);
-  coarse_keys_kernel<kHeadDim><<<key_grid, 32 * kKeyWarps, 0, stream>>>(p);
+  const dim3 key_grid((p.keys + kWarpRows * kKeyWarps - 1) / (kWarpRows * kKeyWarps), 2 * heads);
+  coarse_keys_kernel<kHeadDim><<<key_grid, 32 * kKeyWarps, KeysSmem<kHeadDim>::kBytes, stream>>>(p);
   check_launch("coarse_keys_kernel");
 }
 
@@ -469,9 +511,9 @@ void coarse_stage_backward(const CoarseStageBackwardParams& params, const detail
       {&params.dk_mean, "dk_mean"}, {&params.dv_mean, "dv_mean"}};
   for (const auto& [tensor, name] : blocks) layer::require_aligned_blocks(*tensor, name);
   const WorkspaceLayout w = workspace_layout(c);
-  if (static_cast<std::int64_t>(w.rows_padded) * w.keys_padded > INT32_MAX || c.batch * c.kv_heads > 65535)
+  if (static_cast<std::int64_t>(w.rows_padded) * w.keys_padded > INT32_MAX || c.batch * c.kv_heads > 32767)
     throw Error(ErrorKind::unsupported, "q_mean.shape",
-                "at most 2^31 query rows × KV blocks per KV head and 65535 (batch, KV head) pairs on CUDA",
+                "at most 2^31 query rows × KV blocks per KV head and 32767 (batch, KV head) pairs on CUDA",
                 params.q_mean.shape_string());
   if (params.workspace == nullptr || params.workspace_bytes < w.bytes())
     throw Error(ErrorKind::invalid_argument, "workspace",
