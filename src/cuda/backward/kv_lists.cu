@@ -15,18 +15,19 @@ __device__ __forceinline__ int range_begin(int range, int num_q_blocks) {
   return (range * num_q_blocks + kListRanges - 1) / kListRanges;
 }
 
-// Where list j of head bh keeps its count for query-block range `range`: a list's eight counts
-// side by side (32 bytes), so its total is two 16-byte loads (the scan reads every list's).
-static_assert(kListRanges == 8, "list_count reads a list's counts as two int4");
+// Where list j of head bh keeps its count for query-block range `range`.
 __device__ __forceinline__ int* range_count(const KvListArgs& a, std::int64_t bh, int range, int j) {
-  return a.cursors + (bh * a.num_kv_blocks + j) * kListRanges + range;
+  return a.cursors + (bh * kListRanges + range) * a.num_kv_blocks + j;
 }
 
 // A list's count over all ranges (list = bh · NK + j).
 __device__ __forceinline__ int list_count(const KvListArgs& a, std::int64_t list) {
-  const int4* counts = reinterpret_cast<const int4*>(a.cursors + list * kListRanges);
-  const int4 low = counts[0], high = counts[1];
-  return (low.x + low.y) + (low.z + low.w) + (high.x + high.y) + (high.z + high.w);
+  const std::int64_t bh = list / a.num_kv_blocks;
+  const int j = static_cast<int>(list % a.num_kv_blocks);
+  int count = 0;
+#pragma unroll
+  for (int range = 0; range < kListRanges; ++range) count += *range_count(a, bh, range, j);
+  return count;
 }
 
 // One thread per flat entry row · max_kv + e: a listed entry (e < q2k_num) adds one to its list's

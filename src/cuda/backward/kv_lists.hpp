@@ -27,7 +27,7 @@ struct KvListArgs {
   int num_q_blocks, max_kv, num_kv_blocks;
   int kv_group;  // query heads per kv head
   // Scratch and result, from the backward's workspace:
-  int* cursors;     // [B·H·NK, kListRanges]: counts per range of query blocks
+  int* cursors;     // [B·H, kListRanges, NK]: counts per range of query blocks
   int* offsets;     // [B·H·NK + 1]: list l is blocks[offsets[l], offsets[l+1])
   int* blocks;      // [B·H·NQ·max_kv]
   int* order;       // [B·Hkv·NK]: the key pass's (batch, kv head, kv block) items, per head most listed first
