@@ -5,13 +5,15 @@
 //
 //   rounding     q, dout, k and v means rounded to TF32 once, into the
 //                workspace (every product below reads them as they are).
-//   rows kernel  two warps per 16 query rows, each walking every other
-//                64-key chunk twice: first for the scores (stored where P goes)
-//                and each row's maximum and softmax sum (merged across the
-//                two warps), then for P, dP = dO·Vᵀ, dS = P ∘ (dP − δ) with
-//                δ = rowsum(dO ∘ O) (float32, from the unrounded means), and
-//                dQ = scale · dS·K in registers, the two warps' sums added at
-//                the end; P and dS go to the workspace, rounded to TF32.
+//   rows kernel  two warps per 16 query rows, each taking half of every
+//                32-key stage of K and V (shared memory, one load per CTA of
+//                four row tiles), walking the keys twice: first for the
+//                scores (stored where P goes) and each row's maximum and
+//                softmax sum (merged across the two warps), then for P,
+//                dP = dO·Vᵀ, dS = P ∘ (dP − δ) with δ = rowsum(dO ∘ O)
+//                (float32, from the unrounded means), and dQ = scale · dS·K
+//                in registers, the two warps' sums added at the end; P and dS
+//                go to the workspace, rounded to TF32.
 //   keys kernel  a warp per 16 keys and one of dV = Pᵀ·dO or
 //                dK = scale · dSᵀ·Q over all R rows: the group's sum in one
 //                warp's registers, without atomics (bitwise repeatable); the
@@ -55,12 +57,17 @@ namespace vsa::cuda {
 namespace {
 
 constexpr int kWarpRows = 16;                 // an m16 tile: query rows per warp, keys per warp
-constexpr int kChunkKeys = 64;                // keys per step of the rows kernel
-constexpr int kChunkTiles = kChunkKeys / 8;   // its n8 tiles
-constexpr int kRowWarps = 4;                  // warps per CTA of the rows kernel: two row tiles, two warps each
+constexpr int kKeysPadding = 64;              // the workspace's rows of P and dS are padded to 64 keys
+constexpr int kStageKeys = 32;                // keys per shared-memory stage of the rows kernel
+constexpr int kHalfKeys = kStageKeys / 2;     // a stage's keys per warp of a row tile
+constexpr int kHalfTiles = kHalfKeys / 8;     // their n8 tiles
+constexpr int kRowTiles = 4;                  // 16-row tiles per CTA of the rows kernel, two warps each
+constexpr int kRowWarps = 2 * kRowTiles;
 constexpr int kKeyWarps = 4;                  // 16-key tiles per CTA of the keys kernel (a warp each), one product
 constexpr int kStageRows = 32;                // q or dout rows per shared-memory stage of the keys kernel
 constexpr unsigned kAll = 0xffffffffu;
+static_assert(kKeysPadding % kStageKeys == 0, "the rows kernel's stages tile the padded keys");
+static_assert(kKeysPadding == kKeyWarps * kWarpRows, "a keys-kernel CTA covers 64 keys");
 
 struct MeanGradParams {
   const float* out;   // coarse_out [B · Hkv, rows, D]: the means viewed by KV head
@@ -110,55 +117,71 @@ __global__ void __launch_bounds__(layer::kThreads) round_means_kernel(const Roun
   }
 }
 
-// Shared memory of one rows-kernel pair of warps: its 16 rows of q and dout (pitch D + 16:
-// a quarter-warp's 16-byte reads of two rows fall 16 banks apart; after pass 2 the q rows
-// carry the dQ partial sum from one warp to the other), each warp's chunk of dS (pitch 68:
-// the eight rows of a fragment's 4-byte reads in different banks) and each warp's row
-// softmax states (16 rows × top, total).
+// Shared memory of a rows-kernel CTA: its four tiles' 16 rows of q and dout (pitch D + 16: a
+// quarter-warp's 16-byte reads of two rows fall 16 banks apart; after pass 2 a tile's q rows
+// carry the dQ partial sum from one warp to the other), two stages of 32 keys' rows of K and
+// V (the same pitch), each warp's 16 × 16 tile of dS (pitch 20) and each warp's row softmax
+// states (16 rows × top, total).
 template <int kHeadDim>
 struct RowsSmem {
   static constexpr int kPitch = kHeadDim + 16;
-  static constexpr int kDsPitch = kChunkKeys + 4;
-  static constexpr int kGs = kWarpRows * kPitch;      // offsets within a pair's floats
-  static constexpr int kDs = 2 * kWarpRows * kPitch;
-  static constexpr int kStats = kDs + 2 * kWarpRows * kDsPitch;
-  static constexpr int kPairFloats = kStats + 2 * kWarpRows * 2;
-  static constexpr std::size_t kBytes = sizeof(float) * kPairFloats * (kRowWarps / 2);
-  static_assert(32 * (kHeadDim / 8) * 4 <= kWarpRows * kPitch, "the dQ partial fits the q rows");
+  static constexpr int kDsPitch = kHalfKeys + 4;
+  static constexpr int kTileFloats = kWarpRows * kPitch;
+  static constexpr int kQ = 0;                                  // [tile][16][kPitch]
+  static constexpr int kDout = kQ + kRowTiles * kTileFloats;    // [tile][16][kPitch]
+  static constexpr int kStages = kDout + kRowTiles * kTileFloats;
+  static constexpr int kStageFloats = 2 * kStageKeys * kPitch;  // K rows, then V rows
+  static constexpr int kDs = kStages + 2 * kStageFloats;        // [warp][16][kDsPitch]
+  static constexpr int kStats = kDs + kRowWarps * kWarpRows * kDsPitch;  // [tile][half][16][2]
+  static constexpr int kFloats = kStats + kRowWarps * kWarpRows * 2;
+  static constexpr std::size_t kBytes = sizeof(float) * kFloats;
+  static_assert(32 * (kHeadDim / 8) * 4 <= kTileFloats, "the dQ partial fits a tile's q rows");
 };
 
 __device__ __forceinline__ bool live_block(const MeanGradParams& p, int j) {
   return j < p.keys && load_meta(p.vbs, p.vbs_is_64, j) > 0;
 }
 
-// acc = x · yᵀ for the warp's 16 rows x (shared, rounded) and keys j0 .. j0 + 63 of y
-// (global, [keys, D], rounded): the scores (x = q, y = k) or dP (x = dout, y = v) of one
-// chunk. Lane t reads columns d + 4t .. d + 4t + 3 of its rows and keys: the first two are
-// k-slots t and t + 4 of one mma, the last two of the next. Keys past the last read the
-// last one; the caller masks them.
+// Keys j0 .. j0 + 31 of K (and of V when with_v) into a stage by cp.async, 16 bytes per thread
+// and copy; keys past the last are zero-filled (their scores are masked, their dP is 0).
 template <int kHeadDim>
-__device__ __forceinline__ void chunk_products(float (&acc)[kChunkTiles][4], const float* x, const float* y, int j0,
-                                               int keys, int lane) {
+__device__ __forceinline__ void stage_keys(float* stage, const float* k, const float* v, int j0, int keys,
+                                           bool with_v) {
+  constexpr int kVecs = kHeadDim / 4;
+  constexpr int kPitch = RowsSmem<kHeadDim>::kPitch;
+  const int copies = (with_v ? 2 : 1) * kStageKeys * kVecs;
+  for (int i = static_cast<int>(threadIdx.x); i < copies; i += 32 * kRowWarps) {
+    const int tensor = i / (kStageKeys * kVecs), r = (i / kVecs) % kStageKeys, c = 4 * (i % kVecs);
+    const bool real = j0 + r < keys;
+    const float* src = (tensor == 0 ? k : v) + static_cast<std::int64_t>(real ? j0 + r : 0) * kHeadDim + c;
+    ptx::cp_async_16_or_zero(ptx::smem_addr(stage + (tensor * kStageKeys + r) * kPitch + c), src, real);
+  }
+  ptx::cp_async_commit();
+}
+
+// acc = x · yᵀ for the warp's 16 rows x and the 16 key rows y (both shared, rounded): the
+// scores (x = q, y = K) or dP (x = dout, y = V) of the warp's half of a stage. Lane t reads
+// columns d + 4t .. d + 4t + 3 of its rows and keys: the first two are k-slots t and t + 4 of
+// one mma, the last two of the next.
+template <int kHeadDim>
+__device__ __forceinline__ void half_products(float (&acc)[kHalfTiles][4], const float* x, const float* y, int lane) {
   constexpr int kPitch = RowsSmem<kHeadDim>::kPitch;
   const int g = lane >> 2, t = lane & 3;
-  const float* key_rows[kChunkTiles];
 #pragma unroll
-  for (int n = 0; n < kChunkTiles; ++n) {
-    key_rows[n] = y + static_cast<std::int64_t>(min(j0 + 8 * n + g, keys - 1)) * kHeadDim + 4 * t;
-    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  }
+  for (int n = 0; n < kHalfTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const float* x0 = x + g * kPitch + 4 * t;
   const float* x8 = x0 + 8 * kPitch;
-#pragma unroll 2
+  const float* y0 = y + g * kPitch + 4 * t;
+#pragma unroll 4
   for (int d = 0; d < kHeadDim; d += 16) {
     const float4 a0 = *reinterpret_cast<const float4*>(x0 + d), a8 = *reinterpret_cast<const float4*>(x8 + d);
-    float4 b[kChunkTiles];
+    float4 b[kHalfTiles];
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n) b[n] = __ldg(reinterpret_cast<const float4*>(key_rows[n] + d));
+    for (int n = 0; n < kHalfTiles; ++n) b[n] = *reinterpret_cast<const float4*>(y0 + 8 * n * kPitch + d);
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n) mma(acc[n], a0.x, a8.x, a0.y, a8.y, b[n].x, b[n].y);
+    for (int n = 0; n < kHalfTiles; ++n) mma(acc[n], a0.x, a8.x, a0.y, a8.y, b[n].x, b[n].y);
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n) mma(acc[n], a0.z, a8.z, a0.w, a8.w, b[n].z, b[n].w);
+    for (int n = 0; n < kHalfTiles; ++n) mma(acc[n], a0.z, a8.z, a0.w, a8.w, b[n].z, b[n].w);
   }
 }
 
@@ -197,18 +220,19 @@ __device__ __forceinline__ void store_columns(float* row, const float (&acc)[kHe
   }
 }
 
-// dq += ds · k[j0 .. j0 + 63] for the chunk's dS tile (shared, 16 × 64, rounded).
+// dq += ds · K for the warp's 16 × 16 dS tile and its 16 key rows of K (both shared, rounded).
 template <int kHeadDim>
-__device__ __forceinline__ void accumulate_dq(float (&dq)[kHeadDim / 8][4], const float* ds, const float* k, int j0,
-                                              int keys, int lane) {
+__device__ __forceinline__ void accumulate_dq(float (&dq)[kHeadDim / 8][4], const float* ds, const float* k,
+                                              int lane) {
   constexpr int kDsPitch = RowsSmem<kHeadDim>::kDsPitch;
+  constexpr int kPitch = RowsSmem<kHeadDim>::kPitch;
   const int g = lane >> 2, t = lane & 3;
-#pragma unroll 2
-  for (int j = 0; j < kChunkKeys; j += 8) {
-    const float* k0 = k + static_cast<std::int64_t>(min(j0 + j + t, keys - 1)) * kHeadDim + 4 * g;
-    const float* k1 = k + static_cast<std::int64_t>(min(j0 + j + t + 4, keys - 1)) * kHeadDim + 4 * g;
-    column_step<kHeadDim>(dq, ds[g * kDsPitch + j + t], ds[(g + 8) * kDsPitch + j + t], ds[g * kDsPitch + j + t + 4],
-                          ds[(g + 8) * kDsPitch + j + t + 4], k0, k1);
+#pragma unroll
+  for (int j = 0; j < kHalfKeys; j += 8) {
+    const float* k0 = k + (j + t) * kPitch + 4 * g;
+    column_step<kHeadDim, true>(dq, ds[g * kDsPitch + j + t], ds[(g + 8) * kDsPitch + j + t],
+                                ds[g * kDsPitch + j + t + 4], ds[(g + 8) * kDsPitch + j + t + 4], k0,
+                                k0 + 4 * kPitch);
   }
 }
 
@@ -244,31 +268,36 @@ struct RowSoftmax {
   }
 };
 
-// Two warps per 16-row tile, each taking every other 64-key chunk (half = 0 or 1): pass 1
-// stores the chunk's scores (log2 units, -inf for dead keys) where P goes, the two warps'
-// row maxima and sums are merged through shared memory, pass 2 reads the scores back, and
-// warp 1's dQ partial sum is added to warp 0's at the end. A CTA holds two such pairs.
+// A CTA of eight warps takes four 16-row tiles, two warps per tile, each taking half of every
+// 32-key stage of K (and V): the stages come through shared memory once per CTA, the next
+// loading while this one is used. Pass 1 stores the scores (log2 units, -inf for dead keys)
+// where P goes and each row's maximum and softmax sum, merged across the tile's two warps
+// through shared memory; pass 2 reads the scores back and forms P, dP, dS and dQ; the second
+// warp's dQ partial sum is added to the first's at the end.
 template <int kHeadDim>
 __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanGradParams p) {
   using S = RowsSmem<kHeadDim>;
   extern __shared__ float4 smem_vec[];
+  float* smem = reinterpret_cast<float*>(smem_vec);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int half = warp & 1;
-  const int row0 = (blockIdx.x * (kRowWarps / 2) + warp / 2) * kWarpRows;
-  // A pair past the last row tile only meets the CTA's barriers.
+  const int tile = warp >> 1, half = warp & 1;
+  const int row0 = (blockIdx.x * kRowTiles + tile) * kWarpRows;
+  // A tile past the last row only loads stages and meets the CTA's barriers.
   const bool active = row0 < p.rows_padded;
   const std::int64_t head = blockIdx.y;
   const int real_rows = min(kWarpRows, p.rows - row0);
-  const std::int64_t first = head * p.rows + row0;  // the pair's first row in q, out, dout and dq
+  const std::int64_t first = head * p.rows + row0;  // the tile's first row in q, out, dout and dq
   const float* k = p.k_r + head * p.keys * kHeadDim;
   const float* v = p.v_r + head * p.keys * kHeadDim;
-  float* pair = reinterpret_cast<float*>(smem_vec) + (warp / 2) * S::kPairFloats;
-  float* qs = pair;
-  float* gs = pair + S::kGs;
-  float* ds = pair + S::kDs + half * kWarpRows * S::kDsPitch;
-  float* stats = pair + S::kStats;  // [half][row][top, total]
+  float* qs = smem + S::kQ + tile * S::kTileFloats;
+  float* gs = smem + S::kDout + tile * S::kTileFloats;
+  float* ds = smem + S::kDs + warp * kWarpRows * S::kDsPitch;
+  float* stats = smem + S::kStats + tile * 2 * kWarpRows * 2;  // [half][row][top, total]
+  const int stages = p.keys_padded / kStageKeys;
+  const auto stage_of = [&](int s) { return smem + S::kStages + (s & 1) * S::kStageFloats; };
 
-  // The pair's rows, rounded (0 past the last row): q by warp 0, dout by warp 1.
+  stage_keys<kHeadDim>(stage_of(0), k, v, 0, p.keys, false);
+  // The tile's rows, rounded (0 past the last row): q by warp 0, dout by warp 1.
   constexpr int kVecs = kHeadDim / 4;
   if (active) {
     const float* src = half == 0 ? p.q_r : p.dout_r;
@@ -295,18 +324,22 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
     delta[0] = __shfl_sync(kAll, sum, 2 * g);
     delta[1] = __shfl_sync(kAll, sum, 2 * (g + 8));
   }
-  __syncthreads();
 
-  // Pass 1: the scores of the warp's chunks, stored, and each row's maximum and softmax sum.
+  // Pass 1: the scores of the warp's half of each stage, stored, and each row's maximum and sum.
   const std::int64_t ws_rows = (head * p.rows_padded + row0) * p.keys_padded;
   const auto ws_at = [&](int r, int j) { return ws_rows + static_cast<std::int64_t>(r) * p.keys_padded + j; };
   RowSoftmax soft[2];
-  for (int j0 = half * kChunkKeys; active && j0 < p.keys; j0 += 2 * kChunkKeys) {
-    float s[kChunkTiles][4];
-    chunk_products<kHeadDim>(s, qs, k, j0, p.keys, lane);
-    float x[2][2 * kChunkTiles];
+  for (int st = 0; st < stages; ++st) {
+    ptx::cp_async_wait<0>();
+    __syncthreads();  // stage st is whole (and the q rows, at st = 0); every warp is done with st − 1
+    if (st + 1 < stages) stage_keys<kHeadDim>(stage_of(st + 1), k, v, (st + 1) * kStageKeys, p.keys, false);
+    if (!active) continue;
+    const int j0 = st * kStageKeys + half * kHalfKeys;
+    float s[kHalfTiles][4];
+    half_products<kHeadDim>(s, qs, stage_of(st) + half * kHalfKeys * S::kPitch, lane);
+    float x[2][2 * kHalfTiles];
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n) {
+    for (int n = 0; n < kHalfTiles; ++n) {
       const int j = j0 + 8 * n + 2 * t;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
@@ -329,7 +362,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
       stats[(half * kWarpRows + g + 8 * h) * 2 + 1] = soft[h].total;
     }
   }
-  __syncthreads();
+  __syncthreads();  // the stats; every warp is done with the last stage of pass 1
+  stage_keys<kHeadDim>(stage_of(0), k, v, 0, p.keys, true);
   float inv_total[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -338,14 +372,20 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
     inv_total[h] = soft[h].total > 0.0f ? 1.0f / soft[h].total : 0.0f;
   }
 
-  // Pass 2: P, dS and dQ over the warp's chunks.
+  // Pass 2: P, dS and dQ over the warp's half of each stage.
   const bool real[2] = {g < real_rows, g + 8 < real_rows};
   float dq[kHeadDim / 8][4] = {};
-  for (int j0 = half * kChunkKeys; active && j0 < p.keys; j0 += 2 * kChunkKeys) {
-    float dp[kChunkTiles][4];
-    chunk_products<kHeadDim>(dp, gs, v, j0, p.keys, lane);
+  for (int st = 0; st < stages; ++st) {
+    ptx::cp_async_wait<0>();
+    __syncthreads();  // stage st is whole; every warp is done with st − 1
+    if (st + 1 < stages) stage_keys<kHeadDim>(stage_of(st + 1), k, v, (st + 1) * kStageKeys, p.keys, true);
+    if (!active) continue;
+    const int j0 = st * kStageKeys + half * kHalfKeys;
+    const float* keys_k = stage_of(st) + half * kHalfKeys * S::kPitch;
+    float dp[kHalfTiles][4];
+    half_products<kHeadDim>(dp, gs, keys_k + kStageKeys * S::kPitch, lane);
 #pragma unroll
-    for (int n = 0; n < kChunkTiles; ++n) {
+    for (int n = 0; n < kHalfTiles; ++n) {
       const int j = j0 + 8 * n + 2 * t;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -367,14 +407,14 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
       }
     }
     __syncwarp();
-    accumulate_dq<kHeadDim>(dq, ds, k, j0, p.keys, lane);
-    __syncwarp();  // the next chunk rewrites ds
+    accumulate_dq<kHeadDim>(dq, ds, keys_k, lane);
+    __syncwarp();  // the next stage rewrites ds
   }
 
-  // Warp 1's dQ partial through the q rows (done with), [accumulator][lane]: no bank conflicts.
+  // Warp 1's dQ partial through the tile's q rows (done with), [accumulator][lane]: no bank conflicts.
   __syncthreads();
   float* partial = qs;
-  if (half == 1) {
+  if (half == 1 && active) {
 #pragma unroll
     for (int n = 0; n < kHeadDim / 8; ++n)
 #pragma unroll
@@ -474,7 +514,7 @@ struct WorkspaceLayout {
 WorkspaceLayout workspace_layout(const detail::CoarseShape& c) {
   WorkspaceLayout w{};
   w.rows_padded = round_up(c.heads / c.kv_heads * c.nq, kWarpRows);
-  w.keys_padded = round_up(c.nk, kChunkKeys);
+  w.keys_padded = round_up(c.nk, kKeysPadding);
   w.scores = c.batch * c.kv_heads * static_cast<std::int64_t>(w.rows_padded) * w.keys_padded;
   w.rows = c.batch * c.heads * c.nq * c.dim;
   w.keys = c.batch * c.kv_heads * c.nk * c.dim;
@@ -491,7 +531,7 @@ void launch(const MeanGradParams& p, const RoundingParams& rounding, unsigned he
   check_cuda(cudaFuncSetAttribute(coarse_rows_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kRowsSmem)),
              "cudaFuncSetAttribute(coarse_rows_kernel)");
-  const dim3 row_grid((p.rows_padded / kWarpRows + kRowWarps / 2 - 1) / (kRowWarps / 2), heads);
+  const dim3 row_grid((p.rows_padded / kWarpRows + kRowTiles - 1) / kRowTiles, heads);
   coarse_rows_kernel<kHeadDim><<<row_grid, 32 * kRowWarps, kRowsSmem, stream>>>(p);
   check_launch("coarse_rows_kernel");
   const dim3 key_grid((p.keys + kWarpRows * kKeyWarps - 1) / (kWarpRows * kKeyWarps), 2 * heads);
