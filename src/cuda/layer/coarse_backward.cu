@@ -7,9 +7,9 @@
 //                workspace (every product below reads them as they are).
 //   rows kernel  two warps per 16 query rows, each taking half of every
 //                32-key stage of K and V (shared memory, one load per CTA of
-//                four row tiles), walking the keys twice: first for the
-//                scores (stored where P goes) and each row's maximum and
-//                softmax sum (merged across the two warps), then for P,
+//                four row tiles), walking the keys twice: first for each
+//                row's maximum and softmax sum of the scores (merged across
+//                the two warps), then for the scores again, P,
 //                dP = dO·Vᵀ, dS = P ∘ (dP − δ) with δ = rowsum(dO ∘ O)
 //                (float32, from the unrounded means), and dQ = scale · dS·K
 //                in registers, the two warps' sums added at the end; P and dS
@@ -270,10 +270,10 @@ struct RowSoftmax {
 
 // A CTA of eight warps takes four 16-row tiles, two warps per tile, each taking half of every
 // 32-key stage of K (and V): the stages come through shared memory once per CTA, the next
-// loading while this one is used. Pass 1 stores the scores (log2 units, -inf for dead keys)
-// where P goes and each row's maximum and softmax sum, merged across the tile's two warps
-// through shared memory; pass 2 reads the scores back and forms P, dP, dS and dQ; the second
-// warp's dQ partial sum is added to the first's at the end.
+// loading while this one is used. Pass 1 takes the scores for each row's maximum and softmax
+// sum, merged across the tile's two warps through shared memory; pass 2 takes them again (from
+// the staged K, cheaper than a round trip through global memory) and forms P, dP, dS and dQ;
+// the second warp's dQ partial sum is added to the first's at the end.
 template <int kHeadDim>
 __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanGradParams p) {
   using S = RowsSmem<kHeadDim>;
@@ -325,32 +325,31 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
     delta[1] = __shfl_sync(kAll, sum, 2 * (g + 8));
   }
 
-  // Pass 1: the scores of the warp's half of each stage, stored, and each row's maximum and sum.
-  const std::int64_t ws_rows = (head * p.rows_padded + row0) * p.keys_padded;
-  const auto ws_at = [&](int r, int j) { return ws_rows + static_cast<std::int64_t>(r) * p.keys_padded + j; };
+  // The scores of the warp's half of a stage in log2 units, -inf for dead keys (and keys past
+  // the last): x[h][2n + e] is row g + 8h, key j0 + 8n + 2t + e.
+  const auto scores = [&](float (&x)[2][2 * kHalfTiles], const float* keys_k, int j0) {
+    float acc[kHalfTiles][4];
+    half_products<kHeadDim>(acc, qs, keys_k, lane);
+#pragma unroll
+    for (int n = 0; n < kHalfTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool live = live_block(p, j0 + 8 * n + 2 * t + e);
+        x[0][2 * n + e] = live ? acc[n][e] * p.scale_log2 : -INFINITY;
+        x[1][2 * n + e] = live ? acc[n][2 + e] * p.scale_log2 : -INFINITY;
+      }
+    }
+  };
+
+  // Pass 1: each row's maximum and softmax sum over the warp's half of each stage.
   RowSoftmax soft[2];
   for (int st = 0; st < stages; ++st) {
     ptx::cp_async_wait<0>();
     __syncthreads();  // stage st is whole (and the q rows, at st = 0); every warp is done with st − 1
     if (st + 1 < stages) stage_keys<kHeadDim>(stage_of(st + 1), k, v, (st + 1) * kStageKeys, p.keys, false);
     if (!active) continue;
-    const int j0 = st * kStageKeys + half * kHalfKeys;
-    float s[kHalfTiles][4];
-    half_products<kHeadDim>(s, qs, stage_of(st) + half * kHalfKeys * S::kPitch, lane);
     float x[2][2 * kHalfTiles];
-#pragma unroll
-    for (int n = 0; n < kHalfTiles; ++n) {
-      const int j = j0 + 8 * n + 2 * t;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool live = live_block(p, j + e);
-        x[0][2 * n + e] = live ? s[n][e] * p.scale_log2 : -INFINITY;
-        x[1][2 * n + e] = live ? s[n][2 + e] * p.scale_log2 : -INFINITY;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<float2*>(p.probs + ws_at(g + 8 * h, j)) = make_float2(x[h][2 * n], x[h][2 * n + 1]);
-    }
+    scores(x, stage_of(st) + half * kHalfKeys * S::kPitch, st * kStageKeys + half * kHalfKeys);
     soft[0].add(x[0]);
     soft[1].add(x[1]);
   }
@@ -372,7 +371,9 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
     inv_total[h] = soft[h].total > 0.0f ? 1.0f / soft[h].total : 0.0f;
   }
 
-  // Pass 2: P, dS and dQ over the warp's half of each stage.
+  // Pass 2: the scores again, P, dP, dS and dQ over the warp's half of each stage.
+  const std::int64_t ws_rows = (head * p.rows_padded + row0) * p.keys_padded;
+  const auto ws_at = [&](int r, int j) { return ws_rows + static_cast<std::int64_t>(r) * p.keys_padded + j; };
   const bool real[2] = {g < real_rows, g + 8 < real_rows};
   float dq[kHeadDim / 8][4] = {};
   for (int st = 0; st < stages; ++st) {
@@ -382,7 +383,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
     if (!active) continue;
     const int j0 = st * kStageKeys + half * kHalfKeys;
     const float* keys_k = stage_of(st) + half * kHalfKeys * S::kPitch;
-    float dp[kHalfTiles][4];
+    float x[2][2 * kHalfTiles], dp[kHalfTiles][4];
+    scores(x, keys_k, j0);
     half_products<kHeadDim>(dp, gs, keys_k + kStageKeys * S::kPitch, lane);
 #pragma unroll
     for (int n = 0; n < kHalfTiles; ++n) {
@@ -390,14 +392,13 @@ __global__ void __launch_bounds__(32 * kRowWarps) coarse_rows_kernel(const MeanG
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = g + 8 * h;
-        const float2 x = *reinterpret_cast<const float2*>(p.probs + ws_at(r, j));
-        const float xs[2] = {x.x, x.y};
         float prob[2], dscore[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          // Dead keys (and keys past the last) hold -inf; padding rows are not real.
-          const bool weighted = real[h] && xs[e] != -INFINITY;
-          const float exact = weighted ? ptx::exp2_fast(xs[e] - soft[h].top) * inv_total[h] : 0.0f;
+          // Dead keys (and keys past the last) score -inf; padding rows are not real.
+          const float xs = x[h][2 * n + e];
+          const bool weighted = real[h] && xs != -INFINITY;
+          const float exact = weighted ? ptx::exp2_fast(xs - soft[h].top) * inv_total[h] : 0.0f;
           dscore[e] = weighted ? __uint_as_float(tf32x3::round_to_tf32(exact * (dp[n][2 * h + e] - delta[h]))) : 0.0f;
           prob[e] = __uint_as_float(tf32x3::round_to_tf32(exact));
         }
