@@ -7,6 +7,8 @@
 //   fine    = forward(q, k, v, q2k_idx, q2k_num, vbs)          vsa/attention.hpp
 //   out     = gate_combine(fine, coarse, gate)                 fine + coarse · gate
 //
+// (forward with ForwardParams::coarse and gate writes out in one pass, and
+// with ForwardParams::fine keeps fine beside it for the backward),
 // plus the backward of each: the means', the coarse stage's (dense
 // attention's backward on the [B, H, N, D] means) and the combine's.
 // Each runs on the device that holds its tensors, allocates nothing, and on
