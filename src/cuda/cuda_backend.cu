@@ -115,6 +115,15 @@ void launch_for_dim(const FwdKernelParams& kp, const ProblemShape& s, int device
     launch_for_block<Elem, 128>(kp, s, stream);
 }
 
+// The element strides of an output or addend the epilogue moves in 16-byte
+// chunks of rows; refused (`argument`.stride) when its rows are not aligned.
+SeqStrides chunked_row_strides(const TensorRef& t, Layout layout, const char* argument) {
+  if (!rows_aligned(t, layout))
+    throw Error(ErrorKind::unsupported, std::string(argument) + ".stride",
+                "16-byte aligned rows (strides multiple of 8)", "unaligned rows");
+  return seq_strides(t, layout);
+}
+
 }  // namespace
 
 bool compiled() { return true; }
@@ -147,10 +156,8 @@ Support supported(const AttentionInputs& in, const ProblemShape& /*s*/) {
 }
 
 void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
-  if (!rows_aligned(p.out, p.in.layout))
-    throw Error(ErrorKind::unsupported, "out.stride", "16-byte aligned rows (strides multiple of 8)",
-                "unaligned rows");
   const AttentionInputs& in = p.in;
+  const SeqStrides out_stride = chunked_row_strides(p.out, in.layout, "out");
   FwdKernelParams kp{};
   kp.q = in.q.data;
   kp.k = in.k.data;
@@ -160,7 +167,7 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
   kp.q_stride = seq_strides(in.q, in.layout);
   kp.k_stride = seq_strides(in.k, in.layout);
   kp.v_stride = seq_strides(in.v, in.layout);
-  kp.out_stride = seq_strides(p.out, in.layout);
+  kp.out_stride = out_stride;
   kp.q2k_idx = in.q2k_idx.data;
   kp.q2k_num = in.q2k_num.data;
   kp.vbs = in.variable_block_sizes.data;
@@ -182,18 +189,12 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
     kp.coarse = static_cast<const float*>(p.coarse.data);
   }
   if (p.gate.defined()) {
-    if (!rows_aligned(p.gate, in.layout))
-      throw Error(ErrorKind::unsupported, "gate.stride", "16-byte aligned rows (strides multiple of 8)",
-                  "unaligned rows");
+    kp.gate_stride = chunked_row_strides(p.gate, in.layout, "gate");
     kp.gate = p.gate.data;
-    kp.gate_stride = seq_strides(p.gate, in.layout);
   }
   if (p.fine.defined()) {
-    if (!rows_aligned(p.fine, in.layout))
-      throw Error(ErrorKind::unsupported, "fine.stride", "16-byte aligned rows (strides multiple of 8)",
-                  "unaligned rows");
+    kp.fine_stride = chunked_row_strides(p.fine, in.layout, "fine");
     kp.fine = p.fine.data;
-    kp.fine_stride = seq_strides(p.fine, in.layout);
   }
 
   const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
