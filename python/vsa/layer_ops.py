@@ -258,16 +258,23 @@ _gate_combine.register_autograd(_gate_combine_grad, setup_context=_gate_combine_
 # ---- fine stage with the gate combine fused in ----------------------------------------------------
 
 
+def _run_fine_stage_gated(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate,
+                          scale, layout, out, fine=None, lse=None):
+    """_C.fine_stage_gated into out (and fine and lse, where given)."""
+    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
+    gate = None if gate is None else kernel_ready(gate)
+    launch(_C.fine_stage_gated,
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate),
+           (out, fine, lse), layout, scale)
+
+
 @torch.library.custom_op("vsa::fine_stage_gated", mutates_args=())
 def _fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
                       variable_block_sizes: Tensor, q_variable_block_sizes: Optional[Tensor],
                       coarse: Tensor, gate: Optional[Tensor], scale: float, layout: str) -> Tensor:
-    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
-    gate = None if gate is None else kernel_ready(gate)
     out = q.new_empty(q.shape)
-    launch(_C.fine_stage_gated,
-           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate),
-           (out, None, None), layout, scale)
+    _run_fine_stage_gated(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate,
+                          scale, layout, out)
     return out
 
 
@@ -284,12 +291,9 @@ def _fine_stage_gated_training(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor,
                                layout: str) -> tuple[Tensor, Tensor, Tensor]:
     """(out, fine, lse): the gated output and, bitwise as vsa::forward gives them, the attention
     alone and its lse, which the fine stage's backward reads."""
-    q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
-    gate = None if gate is None else kernel_ready(gate)
     out, fine, lse = q.new_empty(q.shape), q.new_empty(q.shape), _new_lse(q, layout, True)
-    launch(_C.fine_stage_gated,
-           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate),
-           (out, fine, lse), layout, scale)
+    _run_fine_stage_gated(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate,
+                          scale, layout, out, fine, lse)
     return out, fine, lse
 
 
