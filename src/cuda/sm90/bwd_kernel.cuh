@@ -36,45 +36,19 @@
 #include "cuda/common/dq_accum.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm80/bwd_gradients.cuh"
+#include "cuda/sm90/bwd_pair_math.cuh"
 #include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 #include "cuda/sm90/tma.cuh"
 
 namespace vsa::cuda::sm90 {
 
-// A stage holds one pair's Q and dO tiles and its lse and delta.
-template <int kHeadDim>
-struct PairStage {
-  static constexpr int kStatsBytes = 2 * kTileRows * static_cast<int>(sizeof(float));
-  static constexpr int kBytes = 2 * SwizzledTile<kHeadDim>::kBytes + kStatsBytes;
-  std::uint32_t q, dout, stats;
-  __device__ explicit PairStage(std::uint32_t base)
-      : q(base), dout(base + SwizzledTile<kHeadDim>::kBytes), stats(base + 2 * SwizzledTile<kHeadDim>::kBytes) {}
-};
-
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
   // K, V and the dSᵀ tile; two pair stages (1 KB apart), each holding its pair's fp32 dQ tile
   // in the end; alignment slack: 107 KB at D = 128, so two CTAs share an SM.
-  static_assert(PairStage<kHeadDim>::kBytes >= kDqTileFloats<kHeadDim> * static_cast<int>(sizeof(float)));
   return 2 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes + 2 * (PairStage<kHeadDim>::kBytes + 1024) +
          1024;
-}
-
-// Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
-// copied by the first 32 threads), into a stage. Padding query rows (from
-// `real_rows` on) are zero-filled, not read: their P and dS are 0 by the mask.
-template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
-                                          const PairStage<kHeadDim>& stage) {
-  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq, real_rows);
-  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq, real_rows);
-  const int t = static_cast<int>(threadIdx.x);
-  constexpr int kChunks = kTileRows / 4;
-  if (t < kChunks)
-    ptx::cp_async_16(stage.stats + 16 * t, rows.lse + 4 * t);
-  else if (t < 2 * kChunks)
-    ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
 }
 
 template <class Elem, int kHeadDim, bool kMeanGrads>
@@ -82,7 +56,6 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SwizzledTile<kHeadDim>;
   constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
-  constexpr int kSteps = kTileRows / 16;  // k16 steps over 64 keys or 64 query rows
   extern __shared__ __align__(1024) unsigned char smem[];
   // The swizzle is applied to address bits, so tiles start on 1024 bytes.
   const std::uint32_t smem0 = ptx::smem_addr(smem);
@@ -132,42 +105,22 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       ptx::cp_async_commit();
     };
     if (!add_dq) load_next();  // the other stage is free: the next pair lands while this one is computed
-    const std::uint32_t sq = stage.q, sdo = stage.dout;
     const float* s_lse = reinterpret_cast<const float*>(generic(stage.stats));
     const float* s_delta = s_lse + kTileRows;
 
     sm80::BwdScores s, dp;
-    float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
-    float(&dp_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(dp);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(sk, kk), k_major_desc<kHeadDim>(sq, kk), kk > 0);
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      wgmma_ss<kBf16, kTileRows>(dp_flat, k_major_desc<kHeadDim>(sv, kk), k_major_desc<kHeadDim>(sdo, kk), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(s_flat);
-    fence_registers(dp_flat);
+    pair_scores<kBf16, kHeadDim>(sk, sv, stage, s, dp);
 
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane, real_rows);
-    std::uint32_t pa[kSteps][4], dsa[kSteps][4];
+    std::uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
     pack_a<Elem>(s, pa);
     pack_a<Elem>(dp, dsa);
     if (add_dq) {
       sm80::store_ds_rows(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
     }
-    fence_registers(dv);
-    fence_registers(dk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<kBf16, kHeadDim>(dv, pa[kk], mn_major_desc<kHeadDim>(sdo, kk), 1);
-#pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<kBf16, kHeadDim>(dk, dsa[kk], mn_major_desc<kHeadDim>(sq, kk), 1);
-    wgmma_commit();
+    issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
     if (add_dq) {  // while dV and dK are computed
       if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left the other stage ...
       __syncthreads();                       // ... for every thread; dSᵀ is whole
@@ -179,18 +132,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
     if (add_dq) {
       float dq[kHeadDim / 2];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kSteps; ++kk)
-        wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(dq);
+      pair_dq<kBf16, kHeadDim>(dq, sds, sk);
       __syncthreads();  // every warp's dV and dK products have read this stage's Q and dO
-#pragma unroll
-      for (int t = 0; t < kHeadDim / 8; ++t)
-        ptx::st_shared_f32x4(stage.q + sizeof(float) * dq_quad_offset<kHeadDim>(t, static_cast<int>(threadIdx.x)),
-                             dq[4 * t], dq[4 * t + 1], dq[4 * t + 2], dq[4 * t + 3]);
+      stage_dq_tile<kHeadDim>(stage.q, dq, static_cast<int>(threadIdx.x));
       // Reduced once the next pair starts; a tile of padding rows only (none in a real layer) is not.
       pending_bytes = dq_rows_floats<kHeadDim>(real_rows) * sizeof(float);
       pending_dq = pending_bytes > 0 ? pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum : nullptr;

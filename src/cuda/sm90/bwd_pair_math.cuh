@@ -1,0 +1,111 @@
+// The Hopper key pass's work on one (key tile, query tile) pair, as one
+// warpgroup does it on wgmma, shared by its two kernels (bwd_kernel.cuh: one
+// warpgroup per CTA; bwd_ws_kernel.cuh: two consumer warpgroups fed by a
+// producer). The callers own the order of the waits and barriers between
+// these steps; each step says what it reads.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/dq_accum.cuh"
+#include "cuda/common/key_scheduler.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm80/bwd_gradients.cuh"
+#include "cuda/sm90/register_fragments.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
+
+namespace vsa::cuda::sm90 {
+
+// A stage holds one pair's Q and dO tiles and its lse and delta.
+template <int kHeadDim>
+struct PairStage {
+  static constexpr int kStatsBytes = 2 * kTileRows * static_cast<int>(sizeof(float));
+  static constexpr int kBytes = 2 * SwizzledTile<kHeadDim>::kBytes + kStatsBytes;
+  std::uint32_t q, dout, stats;
+  __device__ explicit PairStage(std::uint32_t base)
+      : q(base), dout(base + SwizzledTile<kHeadDim>::kBytes), stats(base + 2 * SwizzledTile<kHeadDim>::kBytes) {}
+};
+// The pair's fp32 dQ tile is staged over its stage's Q and dO once dV and dK have read them.
+static_assert(PairStage<128>::kBytes >= kDqTileFloats<128> * static_cast<int>(sizeof(float)));
+static_assert(PairStage<64>::kBytes >= kDqTileFloats<64> * static_cast<int>(sizeof(float)));
+
+// Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
+// copied by the first 32 threads), into a stage, by the 128 threads of a
+// warpgroup (threadIdx.x 0..127). Padding query rows (from `real_rows` on)
+// are zero-filled, not read: their P and dS are 0 by the mask.
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
+                                          const PairStage<kHeadDim>& stage) {
+  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq, real_rows);
+  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq, real_rows);
+  const int t = static_cast<int>(threadIdx.x);
+  constexpr int kChunks = kTileRows / 4;
+  if (t < kChunks)
+    ptx::cp_async_16(stage.stats + 16 * t, rows.lse + 4 * t);
+  else if (t < 2 * kChunks)
+    ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
+}
+
+// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, both operands from shared memory), waited for.
+template <bool kBf16, int kHeadDim>
+__device__ __forceinline__ void pair_scores(std::uint32_t sk, std::uint32_t sv, const PairStage<kHeadDim>& stage,
+                                            sm80::BwdScores& s, sm80::BwdScores& dp) {
+  float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
+  float(&dp_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(dp);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk)
+    wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(sk, kk), k_major_desc<kHeadDim>(stage.q, kk), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk)
+    wgmma_ss<kBf16, kTileRows>(dp_flat, k_major_desc<kHeadDim>(sv, kk), k_major_desc<kHeadDim>(stage.dout, kk),
+                               kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s_flat);
+  fence_registers(dp_flat);
+}
+
+// dV += Pᵀ·dO and dK += dSᵀ·Q (m64nD, Pᵀ and dSᵀ as register A operands),
+// issued and committed, not waited for: they read the stage's dO and Q.
+template <bool kBf16, int kHeadDim>
+__device__ __forceinline__ void issue_key_grads(float (&dv)[kHeadDim / 2], float (&dk)[kHeadDim / 2],
+                                                const std::uint32_t (&pa)[kTileRows / 16][4],
+                                                const std::uint32_t (&dsa)[kTileRows / 16][4],
+                                                const PairStage<kHeadDim>& stage) {
+  fence_registers(dv);
+  fence_registers(dk);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileRows / 16; ++kk)
+    wgmma_rs<kBf16, kHeadDim>(dv, pa[kk], mn_major_desc<kHeadDim>(stage.dout, kk), 1);
+#pragma unroll
+  for (int kk = 0; kk < kTileRows / 16; ++kk)
+    wgmma_rs<kBf16, kHeadDim>(dk, dsa[kk], mn_major_desc<kHeadDim>(stage.q, kk), 1);
+  wgmma_commit();
+}
+
+// dQ = dS·K (m64nD; dS read transposed from the shared dSᵀ tile, K as an
+// MN-major operand), waited for.
+template <bool kBf16, int kHeadDim>
+__device__ __forceinline__ void pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileRows / 16; ++kk)
+    wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(dq);
+}
+
+// The dQ tile in the accumulator's own order (dq_accum.cuh) at `tile`, by
+// the warpgroup's thread `thread` (0..127).
+template <int kHeadDim>
+__device__ __forceinline__ void stage_dq_tile(std::uint32_t tile, const float (&dq)[kHeadDim / 2], int thread) {
+#pragma unroll
+  for (int t = 0; t < kHeadDim / 8; ++t)
+    ptx::st_shared_f32x4(tile + sizeof(float) * dq_quad_offset<kHeadDim>(t, thread), dq[4 * t], dq[4 * t + 1],
+                         dq[4 * t + 2], dq[4 * t + 3]);
+}
+
+}  // namespace vsa::cuda::sm90
