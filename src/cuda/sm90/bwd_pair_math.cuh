@@ -1,8 +1,8 @@
 // The Hopper key pass's work on one (key tile, query tile) pair, as one
-// warpgroup does it on wgmma, shared by its two kernels (bwd_kernel.cuh: one
-// warpgroup per CTA; bwd_ws_kernel.cuh: two consumer warpgroups fed by a
-// producer). The callers own the order of the waits and barriers between
-// these steps; each step says what it reads.
+// warpgroup does it on wgmma, step by step (bwd_kernel.cuh owns the order of
+// the waits and barriers between them; each step says what it reads). A
+// warp-specialized key pass built from the same steps was measured slower
+// (docs/kernel-notes.md, "The warp-specialized key pass").
 #pragma once
 
 #include <cstdint>
