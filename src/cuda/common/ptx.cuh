@@ -32,6 +32,11 @@ __device__ __forceinline__ void st_shared_zero16(std::uint32_t dst_smem) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst_smem), "r"(0u) : "memory");
 }
 
+// Four bytes into shared memory.
+__device__ __forceinline__ void st_shared_b32(std::uint32_t dst_smem, std::uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst_smem), "r"(value) : "memory");
+}
+
 // Four floats (16 bytes) into shared memory.
 __device__ __forceinline__ void st_shared_f32x4(std::uint32_t dst_smem, float x, float y, float z, float w) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst_smem), "f"(x), "f"(y), "f"(z), "f"(w)

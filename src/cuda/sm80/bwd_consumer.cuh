@@ -56,7 +56,9 @@ class BwdConsumer {
     warp_accumulate<Elem, kHeadDim>(dk_, ds, sq, lane_);
   }
 
-  __device__ void store_ds(Elem* sds, const Scores& ds) const { store_ds_rows(sds, ds, kWarpKeys * warp_, lane_); }
+  __device__ void store_ds(Elem* sds, const Scores& ds) const {
+    store_ds_rows<Elem, true>(sds, ds, kWarpKeys * warp_, lane_);
+  }
 
   // dQ(64 rows, this warp's D/4 columns) = dS·K, added into the tile's fp32
   // accumulator: the 16-row tiles that hold one of the first real_rows rows
@@ -88,14 +90,16 @@ class BwdConsumer {
         }
       }
     }
-    // Row tile m of a warp holds what thread 32·m + lane of a warpgroup would.
+    // Row tile m of a warp holds what thread 32·m + lane of a warpgroup would. Every quad's offset
+    // is the first one's plus a constant, so a row tile's four reductions share one address.
+    float* const quads = dq_tile + dq_quad_offset<kHeadDim>(first_group, lane_);
 #pragma unroll
     for (int m = 0; m < kTileRows / 16; ++m)
       if (16 * m < real_rows)
 #pragma unroll
         for (int t = 0; t < kColTiles; ++t)
-          ptx::red_add_f32x4(dq_tile + dq_quad_offset<kHeadDim>(first_group + t, 32 * m + lane_), acc[m][t][0],
-                             acc[m][t][1], acc[m][t][2], acc[m][t][3]);
+          ptx::red_add_f32x4(quads + (dq_quad_offset<kHeadDim>(t, 32 * m) - dq_quad_offset<kHeadDim>(0, 0)),
+                             acc[m][t][0], acc[m][t][1], acc[m][t][2], acc[m][t][3]);
   }
 
   __device__ int warp() const { return warp_; }

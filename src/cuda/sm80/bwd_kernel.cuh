@@ -26,6 +26,32 @@ constexpr int bwd_smem_bytes() {
          2 * kTileRows * static_cast<int>(sizeof(float));
 }
 
+// Where a pair's rows start: its head's rows (q, dout, and the index of its first lse, delta and
+// dQ accumulator row) plus the pair's first row. The head's part costs three 64-bit products
+// per tensor and changes only when the walk moves on to the next query head of a GQA group, so
+// it is kept across pairs instead of recomputed for each.
+template <class Elem, int kHeadDim>
+class PairRowsCache {
+ public:
+  __device__ BwdPairRows<Elem> rows(const BwdKernelParams& p, int batch, const BwdPair& pair) {
+    if (pair.head != head_) {
+      head_ = pair.head;
+      q_ = static_cast<const Elem*>(p.q) + batch * p.q_stride.batch + head_ * p.q_stride.head;
+      dout_ = static_cast<const Elem*>(p.dout) + batch * p.dout_stride.batch + head_ * p.dout_stride.head;
+      stat_ = (static_cast<std::int64_t>(batch) * p.heads + head_) * p.seq_q;
+    }
+    const std::int64_t stat = stat_ + pair.row0;
+    return {q_ + pair.row0 * p.q_stride.seq, dout_ + pair.row0 * p.dout_stride.seq, p.lse + stat, p.delta + stat,
+            p.dq_accum + stat * kHeadDim};
+  }
+
+ private:
+  int head_ = -1;
+  const Elem* q_ = nullptr;
+  const Elem* dout_ = nullptr;
+  std::int64_t stat_ = 0;
+};
+
 // Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
 // copied by the first 32 threads). Padding query rows (from `real_rows` on)
 // are zero-filled, not read: their P and dS are 0 by the mask.
@@ -61,13 +87,13 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   const int valid = sched.valid_keys();
   Consumer consumer(static_cast<int>(threadIdx.x) / 32);
 
+  PairRowsCache<Elem, kHeadDim> cache;
   BwdPair pair{};
   bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), sched.real_rows(pair), p, sq, sdo,
-                              s_lse, s_delta);
+    load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), pair), sched.real_rows(pair), p, sq, sdo, s_lse, s_delta);
   }
   ptx::cp_async_commit();
   while (have) {
@@ -86,10 +112,9 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
     __syncthreads();  // dSᵀ is whole; every warp is done with Q, dO, lse, delta
     if (have_next)
-      load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, sq, sdo, s_lse,
-                                s_delta);
+      load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, sq, sdo, s_lse, s_delta);
     ptx::cp_async_commit();
-    if (add_dq) consumer.add_dq(sds, sk, pair_rows<Elem, kHeadDim>(p, sched.batch(), pair).dq_accum, real_rows);
+    if (add_dq) consumer.add_dq(sds, sk, cache.rows(p, sched.batch(), pair).dq_accum, real_rows);
 
     pair = next;
     have = have_next;

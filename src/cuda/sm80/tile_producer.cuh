@@ -47,12 +47,14 @@ class SwizzledReader {
 };
 
 // All threads of the CTA issue the copy of rows [0, kRows) starting at `src`,
-// consecutive rows `row_stride` elements apart. The threads of a row take
-// consecutive 16-byte chunks, so each row is read by coalesced 128-byte
-// requests, and a pass covers a multiple of 8 rows (the swizzle period). A
-// thread keeps its row and chunk columns across passes, and the swizzle only
-// permutes chunks inside each group of 8, so its addresses advance by
-// constants: one base address, then adds. Rows from `valid_rows` on are
+// consecutive rows `row_stride` elements apart. Eight threads take a row's
+// 128-byte runs in turn, a 16-byte chunk each, so each copy instruction reads
+// whole 128-byte runs, and a pass covers a multiple of 8 rows (the swizzle
+// period). A thread keeps its row and chunk columns across passes, and the
+// swizzle only permutes chunks inside each group of 8, so its addresses
+// advance by constants: one base address per row it copies (a 64-bit add per
+// pass, the row stride being a run-time value), the runs of a row at
+// immediate offsets from it. Rows from `valid_rows` on are
 // written as zeros instead of copied: the padding keys of a partial block,
 // which the caller may fill with anything, and which the products multiply
 // by P = 0 or dS = 0 (0 · NaN would be NaN).
@@ -60,7 +62,7 @@ template <class Elem, int kHeadDim, int kThreads, int kRows = kTileRows>
 __device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std::int64_t row_stride,
                                                 int valid_rows = kRows) {
   using Tile = SmemTile<Elem, kHeadDim>;
-  constexpr int kThreadsPerRow = kThreads / 8 < Tile::kChunks ? kThreads / 8 : Tile::kChunks;
+  constexpr int kThreadsPerRow = 8;
   constexpr int kRowsPerPass = kThreads / kThreadsPerRow;
   constexpr int kChunksPerThread = Tile::kChunks / kThreadsPerRow;
   static_assert(kThreadsPerRow % 8 == 0 && Tile::kChunks % kThreadsPerRow == 0 && kRowsPerPass % 8 == 0 &&
@@ -70,13 +72,14 @@ __device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std:
   const int chunk = static_cast<int>(threadIdx.x) % kThreadsPerRow;
   const std::uint32_t dst0 = ptx::smem_addr(dst + Tile::offset(row, chunk));
   const Elem* src0 = src + row * row_stride + chunk * 8;
+  const int rows_left = valid_rows - row;  // so each pass compares with a constant
 #pragma unroll
   for (int pass = 0; pass < kRows / kRowsPerPass; ++pass)
 #pragma unroll
     for (int c = 0; c < kChunksPerThread; ++c)
       ptx::cp_async_16_or_zero(
           dst0 + (pass * kRowsPerPass * kHeadDim + c * kThreadsPerRow * 8) * static_cast<std::uint32_t>(sizeof(Elem)),
-          src0 + pass * kRowsPerPass * row_stride + c * kThreadsPerRow * 8, row + pass * kRowsPerPass < valid_rows);
+          src0 + pass * kRowsPerPass * row_stride + c * kThreadsPerRow * 8, pass * kRowsPerPass < rows_left);
 }
 
 }  // namespace vsa::cuda::sm80
