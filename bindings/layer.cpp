@@ -16,14 +16,22 @@ using namespace nb::literals;
 namespace vsa::python {
 namespace {
 
-void run_block_mean(const InArray& x, const InArray& valid_counts, const OutArray& mean,
-                    const std::string& layout, std::uintptr_t stream) {
+// One block-mean part's parameters; `names` are the bound arguments' (x, its counts, its mean),
+// which the core's checks name in their messages.
+BlockMeanParams block_mean_params(const InArray& x, const InArray& counts, const OutArray& mean,
+                                  const char* const (&names)[3], const std::string& layout, std::uintptr_t stream) {
   BlockMeanParams p;
-  p.x = to_tensor_ref(x, "x");
-  p.valid_counts = to_tensor_ref(valid_counts, "valid_counts");
-  p.mean = to_tensor_ref(mean, "mean");
+  p.x = to_tensor_ref(x, names[0]);
+  p.valid_counts = to_tensor_ref(counts, names[1]);
+  p.mean = to_tensor_ref(mean, names[2]);
   p.layout = to_layout(layout);
   p.stream = as_stream(stream);
+  return p;
+}
+
+void run_block_mean(const InArray& x, const InArray& valid_counts, const OutArray& mean,
+                    const std::string& layout, std::uintptr_t stream) {
+  const BlockMeanParams p = block_mean_params(x, valid_counts, mean, {"x", "valid_counts", "mean"}, layout, stream);
   nb::gil_scoped_release no_gil;
   block_mean(p);
 }
@@ -31,20 +39,11 @@ void run_block_mean(const InArray& x, const InArray& valid_counts, const OutArra
 void run_block_means(const InArray& q, const InArray& k, const InArray& v, const InArray& q_counts,
                      const InArray& kv_counts, const OutArray& q_mean, const OutArray& k_mean,
                      const OutArray& v_mean, const std::string& layout, std::uintptr_t stream) {
-  const auto part = [&](const InArray& x, const InArray& counts, const OutArray& mean,
-                        const char* const (&names)[3]) {
-    BlockMeanParams p;
-    p.x = to_tensor_ref(x, names[0]);
-    p.valid_counts = to_tensor_ref(counts, names[1]);
-    p.mean = to_tensor_ref(mean, names[2]);
-    p.layout = to_layout(layout);
-    p.stream = as_stream(stream);
-    return p;
-  };
-  // The names are the bound arguments' (the core's own checks name the part: "k.x", ...).
-  const BlockMeansParams p{part(q, q_counts, q_mean, {"q", "q_counts", "q_mean"}),
-                           part(k, kv_counts, k_mean, {"k", "kv_counts", "k_mean"}),
-                           part(v, kv_counts, v_mean, {"v", "kv_counts", "v_mean"})};
+  // The core's own checks name the part too: "k.x", ...
+  const BlockMeansParams p{
+      block_mean_params(q, q_counts, q_mean, {"q", "q_counts", "q_mean"}, layout, stream),
+      block_mean_params(k, kv_counts, k_mean, {"k", "kv_counts", "k_mean"}, layout, stream),
+      block_mean_params(v, kv_counts, v_mean, {"v", "kv_counts", "v_mean"}, layout, stream)};
   nb::gil_scoped_release no_gil;
   block_means(p);
 }
