@@ -62,11 +62,10 @@ template <class Elem, int kHeadDim, int kThreads, int kRows = kTileRows>
 __device__ __forceinline__ void load_tile_async(Elem* dst, const Elem* src, std::int64_t row_stride,
                                                 int valid_rows = kRows) {
   using Tile = SmemTile<Elem, kHeadDim>;
-  constexpr int kThreadsPerRow = 8;
+  constexpr int kThreadsPerRow = 8;  // a 128-byte run of a row, a chunk each
   constexpr int kRowsPerPass = kThreads / kThreadsPerRow;
   constexpr int kChunksPerThread = Tile::kChunks / kThreadsPerRow;
-  static_assert(kThreadsPerRow % 8 == 0 && Tile::kChunks % kThreadsPerRow == 0 && kRowsPerPass % 8 == 0 &&
-                    kRows % kRowsPerPass == 0,
+  static_assert(Tile::kChunks % kThreadsPerRow == 0 && kRowsPerPass % 8 == 0 && kRows % kRowsPerPass == 0,
                 "a thread's chunk columns keep their offsets under the swizzle");
   const int row = static_cast<int>(threadIdx.x) / kThreadsPerRow;
   const int chunk = static_cast<int>(threadIdx.x) % kThreadsPerRow;
