@@ -90,7 +90,7 @@ __device__ __forceinline__ void query_scores_to_gradients(BwdScores& s, BwdScore
 // kXorChunks takes the stores' addresses that way, one address register and eight XORs for the
 // thread's sixteen stores: 21 instructions fewer per pair in the portable key pass. The Hopper
 // key pass computes each store's offset from its row and chunk instead: with the XOR form
-// ptxas allocated it 24 instructions more per pair, and it ran 1-2 % slower (2026-12-02).
+// ptxas allocated it 24 instructions more per pair, and it ran 0.7-1.9 % slower (2026-12-02).
 template <class Elem, bool kXorChunks>
 __device__ __forceinline__ void store_ds_rows(Elem* sds, const BwdScores& ds, int key0, int lane) {
   using DsTile = SmemTile<Elem, kTileRows>;
