@@ -6,9 +6,10 @@
 // without one, the dQ pass (bwd_dq_kernel.cuh) computes dq.
 //
 // Shared memory: K and V (resident), one Q and one dO tile with their lse and
-// delta, and the dSᵀ tile: 73 KB at D = 128, so it launches on every GPU from
-// sm_80 on (the 99 KB of sm_86/89/120 included). The next pair's Q/dO land
-// while this pair's dQ = dS·K runs and its sums go out.
+// delta, and the Pᵀ and dSᵀ tiles: 81 KB at D = 128, so it launches on every
+// GPU from sm_80 on (the 99 KB of sm_86/89/120 included; two CTAs per SM on
+// sm_80 and sm_90). The next pair's Q/dO land while this pair's dQ = dS·K
+// runs and its sums go out.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,8 +22,8 @@ namespace vsa::cuda::sm80 {
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
-  // K, V, Q, dO tiles; the dSᵀ tile; lse and delta of the query tile.
-  return (4 * kTileRows * kHeadDim + kTileRows * kTileRows) * static_cast<int>(sizeof(Elem)) +
+  // K, V, Q, dO tiles; the Pᵀ and dSᵀ tiles; lse and delta of the query tile.
+  return (4 * kTileRows * kHeadDim + 2 * kTileRows * kTileRows) * static_cast<int>(sizeof(Elem)) +
          2 * kTileRows * static_cast<int>(sizeof(float));
 }
 
@@ -77,7 +78,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   Elem* const sv = sk + kTile;
   Elem* const sq = sv + kTile;
   Elem* const sdo = sq + kTile;
-  Elem* const sds = sdo + kTile;
+  Elem* const sp = sdo + kTile;
+  Elem* const sds = sp + kTileRows * kTileRows;
   float* const s_lse = reinterpret_cast<float*>(sds + kTileRows * kTileRows);
   float* const s_delta = s_lse + kTileRows;
 
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   ptx::cp_async_commit();
   while (have) {
     ptx::cp_async_wait<0>();  // this pair's Q, dO, lse, delta (and K, V) ...
-    __syncthreads();          // ... for every thread; every warp is done with the last dSᵀ
+    __syncthreads();          // ... for every thread; every warp is done with the last Pᵀ and dSᵀ
     BwdPair next{};
     const bool have_next = sched.next(next);
     const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
@@ -107,10 +109,11 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     consumer.scores(sk, sv, sq, sdo, s, dp);
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, real_rows);
-    consumer.accumulate(sq, sdo, s, dp);
-    if (add_dq) consumer.store_ds(sds, dp);
+    consumer.store(sp, sds, s, dp);
+    __syncthreads();  // Pᵀ and dSᵀ are whole
+    consumer.accumulate(sp, sds, sq, sdo);
 
-    __syncthreads();  // dSᵀ is whole; every warp is done with Q, dO, lse, delta
+    __syncthreads();  // every warp is done with Q, dO, lse, delta
     if (have_next)
       load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, sq, sdo, s_lse, s_delta);
     ptx::cp_async_commit();
@@ -119,7 +122,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     pair = next;
     have = have_next;
   }
-  // No copy is in flight here, and each warp stages only its own rows of the
+  // No copy is in flight here, and each warp stages only its own part of the
   // Q and dO tiles.
   write_key_grads(consumer, p.scale, sq, sdo, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq,
                   key_mean_grad_rows<kMeanGrads>(p, p.dk_mean, sched, kHeadDim),

@@ -7,7 +7,12 @@
 //                                  forward; Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ backward)
 //   warp_accumulate: C += P · B    P: score accumulators (the A operand, packed
 //                                  in registers), B: 8·kKeyTiles rows × D of a tile
-//                                  (O += P·V forward; dV += Pᵀ·dO, dK += dSᵀ·Q)
+//                                  (O += P·V forward; dV += Pᵀ·dO, dK += dSᵀ·Q
+//                                  in the dQ passes)
+//   warp_accumulate_shared:        the same with P staged in a shared tile, so
+//                                  the warps that computed P need not be the
+//                                  ones that use it (the portable key pass:
+//                                  dV += Pᵀ·dO, dK += dSᵀ·Q over 32 keys × D/2)
 //
 // Fragment bookkeeping (m16n8 accumulators): lane l holds rows g = l/4 and
 // g + 8 of its row tile, columns 2·(l%4) and 2·(l%4)+1 of each 8-column tile;
@@ -70,6 +75,37 @@ __device__ __forceinline__ void warp_accumulate(float (&c)[kRowTiles][kHeadDim /
     }
 #pragma unroll
     for (int pair = 0; pair < kHeadDim / 16; ++pair) {
+      std::uint32_t b[4];
+      ptx::ldmatrix_x4_trans(b, b_rows.at(16 * kk, 2 * pair));
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) {
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair], a[m], b[0], b[1]);
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// c += rows a_row0.. of `sa` ([rows][kDepth]) times columns 8·col_tile0.. of `sb`
+// ([kDepth][kHeadDim]), over kDepth. col_tile0 is a multiple of kColTiles (a
+// power of two up to 8), so the lane's B address takes the warp's columns
+// once: their 128-byte part on the tile, their chunk bits XORed into the
+// swizzle (disjoint from the bits of each read's chunk), and every read's
+// chunk stays a constant.
+template <class Elem, int kDepth, int kHeadDim, int kRowTiles, int kColTiles>
+__device__ __forceinline__ void warp_accumulate_shared(float (&c)[kRowTiles][kColTiles][4], const Elem* sa,
+                                                       int a_row0, const Elem* sb, int col_tile0, int lane) {
+  static_assert(kColTiles <= 8 && (kColTiles & (kColTiles - 1)) == 0, "a warp's columns lie in one 128-byte run");
+  const SwizzledReader<Elem, kDepth> a_rows(sa, a_row0 + (lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
+  const SwizzledReader<Elem, kHeadDim> b_rows(sb + (col_tile0 >> 3) * 64, (lane % 8) + ((lane / 8) % 2) * 8,
+                                              (lane / 16) ^ (col_tile0 & 7));
+#pragma unroll
+  for (int kk = 0; kk < kDepth / 16; ++kk) {
+    std::uint32_t a[kRowTiles][4];
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
+#pragma unroll
+    for (int pair = 0; pair < kColTiles / 2; ++pair) {
       std::uint32_t b[4];
       ptx::ldmatrix_x4_trans(b, b_rows.at(16 * kk, 2 * pair));
 #pragma unroll

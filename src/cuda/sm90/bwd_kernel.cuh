@@ -112,12 +112,12 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     pair_scores<kBf16, kHeadDim>(sk, sv, stage, s, dp);
 
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
-    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, lane, real_rows);
+    sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, 0, lane, real_rows);
     std::uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
     pack_a<Elem>(s, pa);
     pack_a<Elem>(dp, dsa);
     if (add_dq) {
-      sm80::store_ds_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, lane);
+      sm80::store_ds_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
     }
     issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
