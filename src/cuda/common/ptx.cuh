@@ -1,7 +1,7 @@
 // Thin wrappers over the sm_80+ instructions the portable kernels use:
 // cp.async (global -> shared without registers), ldmatrix (shared -> the
 // register fragments of mma.sync), mma.sync m16n8k16, global float
-// reductions and the fast exp2.
+// reductions, named barriers and the fast exp2.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,16 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Hardware barrier `id` (1..15; 0 is __syncthreads) over `threads` threads.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// An arrival at barrier `id` that does not wait (the signalling side of a
+// barrier whose other threads bar.sync on it).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // 16 zero bytes into shared memory.

@@ -71,6 +71,10 @@ class BwdConsumer {
     store_ds_rows<Elem, true>(sds, ds, key0_, row0_, lane_);
   }
 
+  // The rows of Pᵀ and dSᵀ this warp's dV and dK read (its 32 keys) come from this warp and
+  // the one beside it (the same keys, the other 32 query rows): a barrier of those two warps.
+  __device__ void sync_key_rows() const { ptx::named_barrier_sync(1 + warp_ / 2, 64); }
+
   // dV += Pᵀ·dO, dK += dSᵀ·Q over the tile's 64 rows (dK's softmax scale is applied once, at
   // the end), once every warp's part of Pᵀ and dSᵀ is stored.
   __device__ void accumulate(const Elem* sp, const Elem* sds, const Elem* sq, const Elem* sdo) {

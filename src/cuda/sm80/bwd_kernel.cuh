@@ -5,11 +5,13 @@
 // added into it (a row pass turns it into dq afterwards, backward/row_passes.cu);
 // without one, the dQ pass (bwd_dq_kernel.cuh) computes dq.
 //
-// Shared memory: K and V (resident), one Q and one dO tile with their lse and
-// delta, and the Pᵀ and dSᵀ tiles: 81 KB at D = 128, so it launches on every
-// GPU from sm_80 on (the 99 KB of sm_86/89/120 included; two CTAs per SM on
-// sm_80 and sm_90). The next pair's Q/dO land while this pair's dQ = dS·K
-// runs and its sums go out.
+// Shared memory: K and V (resident), the Pᵀ and dSᵀ tiles, and one or two
+// stages of a query tile's Q, dO, lse and delta. With one stage (81 KB at
+// D = 128, so it launches on every GPU from sm_80 on, the 99 KB of
+// sm_86/89/120 included, two CTAs per SM on sm_80 and sm_90) the next pair's
+// Q/dO land while this pair's dQ = dS·K runs and its sums go out; without a
+// dQ product they would land under nothing, so the deterministic path takes
+// two stages (113 KB) where two CTAs still fit (bwd_stages).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,11 +22,25 @@
 
 namespace vsa::cuda::sm80 {
 
+// A query tile's shared tiles: Q and dO rows, lse and delta.
+template <class Elem>
+struct PairTiles {
+  Elem* q;
+  Elem* dout;
+  float* lse;
+  float* delta;
+};
+
 template <class Elem, int kHeadDim>
+__host__ __device__ constexpr int pair_tiles_bytes() {
+  return 2 * kTileRows * kHeadDim * static_cast<int>(sizeof(Elem)) + 2 * kTileRows * static_cast<int>(sizeof(float));
+}
+
+template <class Elem, int kHeadDim, int kStages>
 constexpr int bwd_smem_bytes() {
-  // K, V, Q, dO tiles; the Pᵀ and dSᵀ tiles; lse and delta of the query tile.
-  return (4 * kTileRows * kHeadDim + 2 * kTileRows * kTileRows) * static_cast<int>(sizeof(Elem)) +
-         2 * kTileRows * static_cast<int>(sizeof(float));
+  // K, V tiles; the Pᵀ and dSᵀ tiles; the query tiles of each stage.
+  return (2 * kTileRows * kHeadDim + 2 * kTileRows * kTileRows) * static_cast<int>(sizeof(Elem)) +
+         kStages * pair_tiles_bytes<Elem, kHeadDim>();
 }
 
 // Where a pair's rows start: its head's rows (q, dout, and the index of its first lse, delta and
@@ -58,30 +74,37 @@ class PairRowsCache {
 // are zero-filled, not read: their P and dS are 0 by the mask.
 template <class Elem, int kHeadDim>
 __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
-                                          Elem* sq, Elem* sdo, float* s_lse, float* s_delta) {
-  load_tile_async<Elem, kHeadDim, kBwdThreads>(sq, rows.q, p.q_stride.seq, real_rows);
-  load_tile_async<Elem, kHeadDim, kBwdThreads>(sdo, rows.dout, p.dout_stride.seq, real_rows);
+                                          const PairTiles<Elem>& into) {
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(into.q, rows.q, p.q_stride.seq, real_rows);
+  load_tile_async<Elem, kHeadDim, kBwdThreads>(into.dout, rows.dout, p.dout_stride.seq, real_rows);
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kTileRows / 4;
   if (t < kChunks)
-    ptx::cp_async_16(ptx::smem_addr(s_lse + 4 * t), rows.lse + 4 * t);
+    ptx::cp_async_16(ptx::smem_addr(into.lse + 4 * t), rows.lse + 4 * t);
   else if (t < 2 * kChunks)
-    ptx::cp_async_16(ptx::smem_addr(s_delta + 4 * (t - kChunks)), rows.delta + 4 * (t - kChunks));
+    ptx::cp_async_16(ptx::smem_addr(into.delta + 4 * (t - kChunks)), rows.delta + 4 * (t - kChunks));
 }
 
-template <class Elem, int kHeadDim, bool kMeanGrads>
+// kStages = 2: the next pair's query tiles land in the other stage while this
+// pair is computed, from its start; kStages = 1: they land while its dQ is
+// computed, after every warp is done with dV and dK (a CTA barrier more).
+template <class Elem, int kHeadDim, bool kMeanGrads, int kStages>
 __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
+  static_assert(kStages == 1 || kStages == 2);
   using Consumer = BwdConsumer<Elem, kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kTile = kTileRows * kHeadDim;
   Elem* const sk = reinterpret_cast<Elem*>(smem);
   Elem* const sv = sk + kTile;
-  Elem* const sq = sv + kTile;
-  Elem* const sdo = sq + kTile;
-  Elem* const sp = sdo + kTile;
+  Elem* const sp = sv + kTile;
   Elem* const sds = sp + kTileRows * kTileRows;
-  float* const s_lse = reinterpret_cast<float*>(sds + kTileRows * kTileRows);
-  float* const s_delta = s_lse + kTileRows;
+  unsigned char* const stages = reinterpret_cast<unsigned char*>(sds + kTileRows * kTileRows);
+  const auto stage = [&](int n) {  // the query tiles of the n-th pair
+    unsigned char* const base = stages + (kStages == 2 ? n & 1 : 0) * pair_tiles_bytes<Elem, kHeadDim>();
+    Elem* const q = reinterpret_cast<Elem*>(base);
+    float* const lse = reinterpret_cast<float*>(q + 2 * kTile);
+    return PairTiles<Elem>{q, q + kTile, lse, lse + kTileRows};
+  };
 
   KeyScheduler sched(p);
   const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
@@ -95,45 +118,91 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   if (have) {
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), pair), sched.real_rows(pair), p, sq, sdo, s_lse, s_delta);
+    load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), pair), sched.real_rows(pair), p, stage(0));
   }
   ptx::cp_async_commit();
+  int n = 0;  // pairs done
   while (have) {
-    ptx::cp_async_wait<0>();  // this pair's Q, dO, lse, delta (and K, V) ...
-    __syncthreads();          // ... for every thread; every warp is done with the last Pᵀ and dSᵀ
+    const PairTiles<Elem> cur = stage(n);
+    ptx::cp_async_wait<0>();  // this pair's query tiles (and K, V) ...
+    __syncthreads();          // ... for every thread; every warp is done with the last pair
     BwdPair next{};
     const bool have_next = sched.next(next);
     const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
+    const auto load_next = [&] {
+      if (have_next) load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, stage(n + 1));
+      ptx::cp_async_commit();
+    };
+    if constexpr (kStages == 2) load_next();
 
     typename Consumer::Scores s, dp;
-    consumer.scores(sk, sv, sq, sdo, s, dp);
+    consumer.scores(sk, sv, cur.q, cur.dout, s, dp);
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
-    consumer.gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, real_rows);
+    consumer.gradients(s, dp, cur.lse, cur.delta, p.scale_log2, valid, real_rows);
     consumer.store(sp, sds, s, dp);
-    __syncthreads();  // Pᵀ and dSᵀ are whole
-    consumer.accumulate(sp, sds, sq, sdo);
-
-    __syncthreads();  // every warp is done with Q, dO, lse, delta
-    if (have_next)
-      load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, sq, sdo, s_lse, s_delta);
-    ptx::cp_async_commit();
+    if constexpr (kStages == 2) {
+      if (add_dq)
+        __syncthreads();  // Pᵀ and dSᵀ are whole (dQ reads all of dSᵀ)
+      else
+        consumer.sync_key_rows();  // this warp's keys' rows of Pᵀ and dSᵀ are whole
+      consumer.accumulate(sp, sds, cur.q, cur.dout);
+    } else {
+      consumer.sync_key_rows();  // this warp's keys' rows of Pᵀ and dSᵀ are whole
+      consumer.accumulate(sp, sds, cur.q, cur.dout);
+      __syncthreads();  // every warp is done with Q, dO, lse, delta; dSᵀ is whole
+      load_next();
+    }
     if (add_dq) consumer.add_dq(sds, sk, cache.rows(p, sched.batch(), pair).dq_accum, real_rows);
 
     pair = next;
     have = have_next;
+    ++n;
   }
-  // No copy is in flight here, and each warp stages only its own part of the
-  // Q and dO tiles.
-  write_key_grads(consumer, p.scale, sq, sdo, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq,
+  // No copy is in flight here. The last pair read stage n − 1; with two stages
+  // every warp was done with the other one before that pair began. Each warp
+  // stages only its own part of the Q and dO tiles.
+  const PairTiles<Elem> spare = stage(n);
+  write_key_grads(consumer, p.scale, spare.q, spare.dout, keys.dk, p.dk_stride.seq, keys.dv, p.dv_stride.seq,
                   key_mean_grad_rows<kMeanGrads>(p, p.dk_mean, sched, kHeadDim),
                   key_mean_grad_rows<kMeanGrads>(p, p.dv_mean, sched, kHeadDim));
 }
 
+// CTAs of the key pass per SM with kStages query stages, by shared memory (registers allow two).
+template <class Elem, int kHeadDim, int kStages>
+int bwd_ctas_per_sm(int sm_smem, int reserved_per_cta) {
+  const int ctas = sm_smem / (bwd_smem_bytes<Elem, kHeadDim, kStages>() + reserved_per_cta);
+  return ctas < 2 ? ctas : 2;
+}
+
+// The query stages of the key pass (H200, 2026-12-02): with dQ, one (the copy lands under the
+// dQ product; two were 0.5-2 % slower); without (the deterministic path), two where they leave as
+// many CTAs per SM as one (sm_90's 228 KB: two CTAs at D = 128; sm_80's 164 KB: at D = 64 only),
+// since the copy would land under nothing (2.7 % faster).
+template <class Elem, int kHeadDim>
+int bwd_stages(bool add_dq) {
+  if (add_dq) return 1;
+  int device = 0, sm_smem = 0, reserved = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+             "cudaDeviceGetAttribute(shared memory per SM)");
+  check_cuda(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device),
+             "cudaDeviceGetAttribute(reserved shared memory per block)");
+  return bwd_ctas_per_sm<Elem, kHeadDim, 2>(sm_smem, reserved) >= bwd_ctas_per_sm<Elem, kHeadDim, 1>(sm_smem, reserved)
+             ? 2
+             : 1;
+}
+
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
+  const int stages = bwd_stages<Elem, kHeadDim>(p.dq_accum != nullptr);
   with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
-    launch_kernel<bwd_kernel<Elem, kHeadDim, decltype(mean_grads)::value>, bwd_smem_bytes<Elem, kHeadDim>()>(
-        key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+    constexpr bool kMeanGrads = decltype(mean_grads)::value;
+    if (stages == 2)
+      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 2>, bwd_smem_bytes<Elem, kHeadDim, 2>()>(
+          key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+    else
+      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 1>, bwd_smem_bytes<Elem, kHeadDim, 1>()>(
+          key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
   });
 }
 

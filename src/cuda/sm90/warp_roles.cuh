@@ -1,9 +1,12 @@
 // Warp specialization on Hopper: the register reallocation between a
 // producer warpgroup (few registers) and consumer warpgroups (many), and the
-// named barriers that synchronize one warpgroup without stopping the others.
+// named barriers (common/ptx.cuh) that synchronize one warpgroup without
+// stopping the others.
 #pragma once
 
 #include <cstdint>
+
+#include "cuda/common/ptx.cuh"
 
 namespace vsa::cuda::sm90 {
 
@@ -18,14 +21,7 @@ __device__ __forceinline__ void claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-// Hardware barrier `id` (1..15; 0 is __syncthreads) over `threads` threads.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// An arrival at barrier `id` that does not wait (the signalling side of a
-// barrier whose other threads bar.sync on it).
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+using ptx::named_barrier_arrive;
+using ptx::named_barrier_sync;
 
 }  // namespace vsa::cuda::sm90
