@@ -7,12 +7,14 @@
 //                                  forward; Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ backward)
 //   warp_accumulate: C += P · B    P: score accumulators (the A operand, packed
 //                                  in registers), B: 8·kKeyTiles rows × D of a tile
-//                                  (O += P·V forward; dV += Pᵀ·dO, dK += dSᵀ·Q
-//                                  in the dQ passes)
+//                                  (O += P·V forward; dQ += dS·K in the dQ pass)
 //   warp_accumulate_shared:        the same with P staged in a shared tile, so
 //                                  the warps that computed P need not be the
 //                                  ones that use it (the portable key pass:
 //                                  dV += Pᵀ·dO, dK += dSᵀ·Q over 32 keys × D/2)
+//
+// warp_scores and warp_accumulate_shared run one loop (warp_mma_shared), which
+// reads B as stored or transposed.
 //
 // Fragment bookkeeping (m16n8 accumulators): lane l holds rows g = l/4 and
 // g + 8 of its row tile, columns 2·(l%4) and 2·(l%4)+1 of each 8-column tile;
@@ -27,6 +29,35 @@
 
 namespace vsa::cuda::sm80 {
 
+// c += A · B over kDepth, both operands in swizzled shared tiles, read through
+// the lane's readers: A's row tile m at a_rows.at(16m, 2kk) (a [rows][kDepth]
+// tile); B's column tiles 2·pair and 2·pair + 1 at b_rows.at(16·pair, 2kk)
+// from a [columns][kDepth] tile, or with kTransB at b_rows.at(16kk, 2·pair)
+// from a [kDepth][columns] tile, read transposed.
+template <class Elem, bool kTransB, int kDepth, int kRowTiles, int kColTiles, class ReaderA, class ReaderB>
+__device__ __forceinline__ void warp_mma_shared(float (&c)[kRowTiles][kColTiles][4], const ReaderA& a_rows,
+                                                const ReaderB& b_rows) {
+#pragma unroll
+  for (int kk = 0; kk < kDepth / 16; ++kk) {
+    std::uint32_t a[kRowTiles][4];
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
+#pragma unroll
+    for (int pair = 0; pair < kColTiles / 2; ++pair) {
+      std::uint32_t b[4];
+      if constexpr (kTransB)
+        ptx::ldmatrix_x4_trans(b, b_rows.at(16 * kk, 2 * pair));
+      else
+        ptx::ldmatrix_x4(b, b_rows.at(16 * pair, 2 * kk));
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) {
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair], a[m], b[0], b[1]);
+        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // s[m][t] = rows a_row0 + 16m.. of `sa` times rows 8t.. of `sb`, over D.
 template <class Elem, int kHeadDim, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void warp_scores(const Elem* sa, int a_row0, const Elem* sb,
@@ -38,22 +69,7 @@ __device__ __forceinline__ void warp_scores(const Elem* sa, int a_row0, const El
     for (int t = 0; t < kColTiles; ++t) s[m][t][0] = s[m][t][1] = s[m][t][2] = s[m][t][3] = 0.0f;
   const Reader a_rows(sa, a_row0 + (lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
   const Reader b_rows(sb, (lane % 8) + (lane / 16) * 8, (lane / 8) % 2);
-#pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    std::uint32_t a[kRowTiles][4];
-#pragma unroll
-    for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
-#pragma unroll
-    for (int pair = 0; pair < kColTiles / 2; ++pair) {
-      std::uint32_t b[4];
-      ptx::ldmatrix_x4(b, b_rows.at(16 * pair, 2 * kk));
-#pragma unroll
-      for (int m = 0; m < kRowTiles; ++m) {
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair], a[m], b[0], b[1]);
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(s[m][2 * pair + 1], a[m], b[2], b[3]);
-      }
-    }
-  }
+  warp_mma_shared<Elem, false, kHeadDim>(s, a_rows, b_rows);
 }
 
 // c += p · (rows 0..8·kKeyTiles-1 of `sb`): the accumulators of two adjacent
@@ -99,22 +115,7 @@ __device__ __forceinline__ void warp_accumulate_shared(float (&c)[kRowTiles][kCo
   const SwizzledReader<Elem, kDepth> a_rows(sa, a_row0 + (lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
   const SwizzledReader<Elem, kHeadDim> b_rows(sb + (col_tile0 >> 3) * 64, (lane % 8) + ((lane / 8) % 2) * 8,
                                               (lane / 16) ^ (col_tile0 & 7));
-#pragma unroll
-  for (int kk = 0; kk < kDepth / 16; ++kk) {
-    std::uint32_t a[kRowTiles][4];
-#pragma unroll
-    for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
-#pragma unroll
-    for (int pair = 0; pair < kColTiles / 2; ++pair) {
-      std::uint32_t b[4];
-      ptx::ldmatrix_x4_trans(b, b_rows.at(16 * kk, 2 * pair));
-#pragma unroll
-      for (int m = 0; m < kRowTiles; ++m) {
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair], a[m], b[0], b[1]);
-        ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(c[m][2 * pair + 1], a[m], b[2], b[3]);
-      }
-    }
-  }
+  warp_mma_shared<Elem, true, kDepth>(c, a_rows, b_rows);
 }
 
 }  // namespace vsa::cuda::sm80
