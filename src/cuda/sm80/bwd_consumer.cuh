@@ -67,8 +67,8 @@ class BwdConsumer {
 
   // Pᵀ and dSᵀ into their [64 keys][64 rows] tiles, for dV, dK and dQ.
   __device__ void store(Elem* sp, Elem* sds, const Scores& p, const Scores& ds) const {
-    store_ds_rows<Elem, true>(sp, p, key0_, row0_, lane_);
-    store_ds_rows<Elem, true>(sds, ds, key0_, row0_, lane_);
+    store_key_rows<Elem, true>(sp, p, key0_, row0_, lane_);
+    store_key_rows<Elem, true>(sds, ds, key0_, row0_, lane_);
   }
 
   // The rows of Pᵀ and dSᵀ this warp's dV and dK read (its 32 keys) come from this warp and

@@ -102,31 +102,33 @@ __device__ __forceinline__ void query_scores_to_gradients(BwdScores& s, BwdScore
   }
 }
 
-// The tile is 128-byte aligned and its rows are 128 bytes, so chunk c of a row (at c ^ row % 8)
+// A warp's fragments (Pᵀ or dSᵀ) into a [64 keys][64 rows] tile. The tile is
+// 128-byte aligned and its rows are 128 bytes, so chunk c of a row (at c ^ row % 8)
 // is the row's chunk-0 address XOR 16·c, and rows key + 8 and key + 16 (the same row % 8) are
 // 1024 and 2048 bytes on. kXorChunks takes the stores' addresses that way, one address register
-// and an XOR per chunk: 21 instructions fewer per pair in the portable key pass. The Hopper key
-// pass computes each store's offset from its row and chunk instead: with the XOR form ptxas
-// allocated it 24 instructions more per pair, and it ran 0.7-1.9 % slower (2026-12-02).
+// and an XOR per chunk: 21 instructions fewer per pair in the portable key pass (measured with
+// its earlier 16-key warps). The Hopper key pass computes each store's offset from its row and
+// chunk instead: with the XOR form ptxas allocated it 24 instructions more per pair, and it ran
+// 0.7-1.9 % slower (2026-12-02).
 template <class Elem, bool kXorChunks, int kKeyTiles, int kRowTiles>
-__device__ __forceinline__ void store_ds_rows(Elem* sds, const KeyRowScores<kKeyTiles, kRowTiles>& ds, int key0,
-                                              int row0, int lane) {
-  using DsTile = SmemTile<Elem, kTileRows>;
+__device__ __forceinline__ void store_key_rows(Elem* tile, const KeyRowScores<kKeyTiles, kRowTiles>& frag, int key0,
+                                               int row0, int lane) {
+  using KeyRowTile = SmemTile<Elem, kTileRows>;
   constexpr int kRowBytes = kTileRows * static_cast<int>(sizeof(Elem));
   const int key = key0 + lane / 4;
-  const std::uint32_t row = ptx::smem_addr(sds + DsTile::offset(key, 0) + 2 * (lane % 4));
+  const std::uint32_t row = ptx::smem_addr(tile + KeyRowTile::offset(key, 0) + 2 * (lane % 4));
 #pragma unroll
   for (int m = 0; m < kKeyTiles; ++m)
 #pragma unroll
     for (int t = 0; t < kRowTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const std::uint32_t pair = ElemTraits<Elem>::pack(ds[m][t][2 * h], ds[m][t][2 * h + 1]);
+        const std::uint32_t pair = ElemTraits<Elem>::pack(frag[m][t][2 * h], frag[m][t][2 * h + 1]);
         const int chunk = row0 / 8 + t;
         if constexpr (kXorChunks)
           ptx::st_shared_b32((row ^ (chunk << 4)) + (16 * m + 8 * h) * kRowBytes, pair);
         else
-          *reinterpret_cast<std::uint32_t*>(sds + DsTile::offset(key + 16 * m + 8 * h, chunk) + 2 * (lane % 4)) =
+          *reinterpret_cast<std::uint32_t*>(tile + KeyRowTile::offset(key + 16 * m + 8 * h, chunk) + 2 * (lane % 4)) =
               pair;
       }
 }

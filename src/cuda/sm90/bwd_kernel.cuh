@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     pack_a<Elem>(s, pa);
     pack_a<Elem>(dp, dsa);
     if (add_dq) {
-      sm80::store_ds_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
+      sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
     }
     issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
