@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "cuda/common/launch.cuh"
+#include "cuda/common/ptx.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/sm90/fwd_tile_math.cuh"
@@ -65,9 +66,12 @@ constexpr int kPairBothConsumersBarrier = 1, kPairConsumerBarrier = 2, kPairTurn
 struct PairTurns {
   int consumer;
   bool last;  // the block's last products
-  __device__ void take() const { named_barrier_sync(kPairTurnBarrier + consumer, kPairConsumers * kWarpgroupThreads); }
+  __device__ void take() const {
+    ptx::named_barrier_sync(kPairTurnBarrier + consumer, kPairConsumers * kWarpgroupThreads);
+  }
   __device__ void pass() const {
-    if (consumer == 0 || !last) named_barrier_arrive(kPairTurnBarrier + 1 - consumer, kPairConsumers * kWarpgroupThreads);
+    if (consumer == 0 || !last)
+      ptx::named_barrier_arrive(kPairTurnBarrier + 1 - consumer, kPairConsumers * kWarpgroupThreads);
   }
 };
 
@@ -149,11 +153,11 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
         zero_rows<kHeadDim, kPairBlock>(buf.v(j), valid);
       }
       fence_proxy_async();
-      named_barrier_sync(kPairBothConsumersBarrier, kPairConsumers * kWarpgroupThreads);
+      ptx::named_barrier_sync(kPairBothConsumersBarrier, kPairConsumers * kWarpgroupThreads);
     }
   };
 
-  if (c == 1 && blocks > 0) named_barrier_arrive(kPairTurnBarrier, kPairConsumers * kWarpgroupThreads);
+  if (c == 1 && blocks > 0) ptx::named_barrier_arrive(kPairTurnBarrier, kPairConsumers * kWarpgroupThreads);
 
   FwdTileMath<Elem, kHeadDim, kPairBlock> math(warp);
   // The lookups run ahead of the products: block j's real keys are loaded
@@ -192,7 +196,7 @@ __device__ void consume_pair(const FwdPairParams& params, const PairSmem<kHeadDi
     math.pv_waited(buf.v(blocks - 1), PairTurns{c, true});
     release(buf.v_empty(blocks - 1));
   }
-  named_barrier_sync(kPairConsumerBarrier + c, kWarpgroupThreads);  // every warp's products are done reading Q
+  ptx::named_barrier_sync(kPairConsumerBarrier + c, kWarpgroupThreads);  // every warp's products are done reading Q
   Elem* stage = reinterpret_cast<Elem*>(smem + (q - ptx::smem_addr(smem)));
   sm80::write_output(math.consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
 }

@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.cuh"
+#include "cuda/common/ptx.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/sm90/fwd_tile_math.cuh"
@@ -143,7 +144,7 @@ __device__ void consume(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
         wait_full(Ring::kV, t);
         zero_rows<kHeadDim>(v_of(t), valid);
         fence_proxy_async();
-        named_barrier_sync(barrier, kWarpgroupThreads);
+        ptx::named_barrier_sync(barrier, kWarpgroupThreads);
       }
     };
 
@@ -179,7 +180,7 @@ __device__ void consume(const FwdWsParams& params, const WsRing<kHeadDim>& ring,
       math.pv_waited(v_of(num_tiles - 1));
       release(Ring::kV, num_tiles - 1);
     }
-    named_barrier_sync(barrier, kWarpgroupThreads);  // every warp's products are done reading Q
+    ptx::named_barrier_sync(barrier, kWarpgroupThreads);  // every warp's products are done reading Q
     Elem* stage = reinterpret_cast<Elem*>(smem + (q - ptx::smem_addr(smem)));
     sm80::write_output(math.consumer, stage, cta_outputs<Elem, kHeadDim>(p, sched), sched.real_rows());
     fence_proxy_async();  // the staging's generic accesses, before the next TMA write of this buffer

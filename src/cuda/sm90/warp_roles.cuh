@@ -1,12 +1,10 @@
 // Warp specialization on Hopper: the register reallocation between a
-// producer warpgroup (few registers) and consumer warpgroups (many), and the
-// named barriers (common/ptx.cuh) that synchronize one warpgroup without
-// stopping the others.
+// producer warpgroup (few registers) and consumer warpgroups (many). The
+// named barriers that synchronize one warpgroup without stopping the others
+// are ptx::named_barrier_sync / _arrive (common/ptx.cuh).
 #pragma once
 
 #include <cstdint>
-
-#include "cuda/common/ptx.cuh"
 
 namespace vsa::cuda::sm90 {
 
@@ -20,8 +18,5 @@ template <int kRegisters>
 __device__ __forceinline__ void claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
-
-using ptx::named_barrier_arrive;
-using ptx::named_barrier_sync;
 
 }  // namespace vsa::cuda::sm90
