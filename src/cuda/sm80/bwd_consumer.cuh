@@ -85,43 +85,46 @@ class BwdConsumer {
   // dQ(64 rows, this warp's D/4 columns) = dS·K, added into the tile's fp32
   // accumulator: the 16-row tiles that hold one of the first real_rows rows
   // (the rest are padding rows, whose dQ is 0). The A operand is dS read
-  // transposed out of the dSᵀ tile.
+  // transposed out of the dSᵀ tile. One row tile at a time, its reductions
+  // issued before the next one's products: they read other registers than
+  // those the products write, so no instruction waits for a reduction to
+  // read its operands, and the warp's K columns stay in registers throughout.
   __device__ void add_dq(const Elem* sds, const Elem* sk, float* dq_tile, int real_rows) const {
     constexpr int kColTiles = kHeadDim / 32;  // 8-column groups per warp
-    float acc[kTileRows / 16][kColTiles][4];
-#pragma unroll
-    for (int m = 0; m < kTileRows / 16; ++m)
-#pragma unroll
-      for (int t = 0; t < kColTiles; ++t) acc[m][t][0] = acc[m][t][1] = acc[m][t][2] = acc[m][t][3] = 0.0f;
+    constexpr int kDepthTiles = kTileRows / 16;
     const SwizzledReader<Elem, kTileRows> ds_rows(sds, (lane_ % 8) + (lane_ / 16) * 8, (lane_ / 8) % 2);
     const SwizzledReader<Elem, kHeadDim> k_rows(sk, (lane_ % 8) + ((lane_ / 8) % 2) * 8, lane_ / 16);
     const int first_group = warp_ * kColTiles;
+    std::uint32_t b[kDepthTiles][kColTiles / 2][4];
 #pragma unroll
-    for (int kk = 0; kk < kTileRows / 16; ++kk) {
-      std::uint32_t a[kTileRows / 16][4];
+    for (int kk = 0; kk < kDepthTiles; ++kk)
 #pragma unroll
-      for (int m = 0; m < kTileRows / 16; ++m) ptx::ldmatrix_x4_trans(a[m], ds_rows.at(16 * kk, 2 * m));
-#pragma unroll
-      for (int pair = 0; pair < kColTiles / 2; ++pair) {
-        std::uint32_t b[4];
-        ptx::ldmatrix_x4_trans(b, k_rows.at(16 * kk, first_group + 2 * pair));
-#pragma unroll
-        for (int m = 0; m < kTileRows / 16; ++m) {
-          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(acc[m][2 * pair], a[m], b[0], b[1]);
-          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(acc[m][2 * pair + 1], a[m], b[2], b[3]);
-        }
-      }
-    }
+      for (int pair = 0; pair < kColTiles / 2; ++pair)
+        ptx::ldmatrix_x4_trans(b[kk][pair], k_rows.at(16 * kk, first_group + 2 * pair));
     // Row tile m of a warp holds what thread 32·m + lane of a warpgroup would. Every quad's offset
     // is the first one's plus a constant, so a row tile's four reductions share one address.
     float* const quads = dq_tile + dq_quad_offset<kHeadDim>(first_group, lane_);
 #pragma unroll
-    for (int m = 0; m < kTileRows / 16; ++m)
-      if (16 * m < real_rows)
+    for (int m = 0; m < kTileRows / 16; ++m) {
+      if (16 * m >= real_rows) break;
+      float acc[kColTiles][4];
 #pragma unroll
-        for (int t = 0; t < kColTiles; ++t)
-          ptx::red_add_f32x4(quads + (dq_quad_offset<kHeadDim>(t, 32 * m) - dq_quad_offset<kHeadDim>(0, 0)),
-                             acc[m][t][0], acc[m][t][1], acc[m][t][2], acc[m][t][3]);
+      for (int t = 0; t < kColTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kDepthTiles; ++kk) {
+        std::uint32_t a[4];
+        ptx::ldmatrix_x4_trans(a, ds_rows.at(16 * kk, 2 * m));
+#pragma unroll
+        for (int pair = 0; pair < kColTiles / 2; ++pair) {
+          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(acc[2 * pair], a, b[kk][pair][0], b[kk][pair][1]);
+          ptx::mma_16x8x16<ElemTraits<Elem>::kIsBf16>(acc[2 * pair + 1], a, b[kk][pair][2], b[kk][pair][3]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kColTiles; ++t)
+        ptx::red_add_f32x4(quads + (dq_quad_offset<kHeadDim>(t, 32 * m) - dq_quad_offset<kHeadDim>(0, 0)), acc[t][0],
+                           acc[t][1], acc[t][2], acc[t][3]);
+    }
   }
 
   __device__ int lane() const { return lane_; }
