@@ -156,7 +156,10 @@ int main(int argc, char** argv) {
   b.dv = TensorRef::contiguous(d_grads + 2 * elems, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
 
   try {
-    b.workspace_bytes = vsa::backward_workspace_bytes(b);  // the atomic path's is the larger
+    b.deterministic = true;  // the workspace of either dq path: the stored-dS path's is the larger
+    const std::size_t deterministic_bytes = vsa::backward_workspace_bytes(b);
+    b.deterministic = false;
+    b.workspace_bytes = std::max(vsa::backward_workspace_bytes(b), deterministic_bytes);
     check(cudaMalloc(&b.workspace, b.workspace_bytes), "cudaMalloc workspace");
     const double flops = 4.0 * static_cast<double>(heads * dim * seq * topk * block);
     std::printf("H%lld NK%lld topk%lld D%lld blk%lld partial%d:", static_cast<long long>(heads),

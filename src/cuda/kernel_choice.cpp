@@ -44,4 +44,21 @@ KernelFamily kernel_family_for(int compute_capability) {
   throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80, sm90, sm90ws or sm90v1 (or unset)", requested);
 }
 
+DqMethod dq_method_for(KernelFamily family, bool deterministic) {
+  if (!deterministic) return DqMethod::atomic;
+  return is_hopper(family) ? DqMethod::stored_ds : DqMethod::recompute;
+}
+
+std::size_t stored_ds_cap_bytes() {
+  constexpr std::size_t kDefaultMb = 4096, kMb = std::size_t{1} << 20;
+  const char* requested = std::getenv("VSA_CUDA_DS_WORKSPACE_MB");
+  if (requested == nullptr || requested[0] == '\0') return kDefaultMb * kMb;
+  char* end = nullptr;
+  const unsigned long long mb = std::strtoull(requested, &end, 10);
+  if (*end != '\0' || mb == 0 || requested[0] == '-')
+    throw Error(ErrorKind::invalid_argument, "VSA_CUDA_DS_WORKSPACE_MB", "a positive whole number of megabytes",
+                requested);
+  return static_cast<std::size_t>(mb) * kMb;
+}
+
 }  // namespace vsa::cuda

@@ -15,7 +15,18 @@
 // with no sync: cuda_backend.cu); v1 runs otherwise, and for sm90v1. v2's
 // place is taken, for 128-token blocks at head dim 128, by the kernel whose
 // CTA holds a whole query block (sm90/fwd_pair_kernel.cuh).
+//
+// The backward forms dq one of three ways (docs/kernel-notes.md, "Backward"):
+// by fp32 reductions from the key pass (atomic: the default, not bitwise
+// repeatable); or, deterministic, by a dQ pass that sums dS·K in list order,
+// either recomputing dS (the portable kernels) or reading the dSᵀ tiles the
+// Hopper key pass stored in the workspace (stored_ds). The stored tiles take
+// 8 KB per listed (64-key, 64-row) pair, so the passes run over groups of
+// (batch, kv head) whose tiles fit in VSA_CUDA_DS_WORKSPACE_MB megabytes
+// (default 4096; any group holds at least one).
 #pragma once
+
+#include <cstddef>
 
 namespace vsa::cuda {
 
@@ -27,5 +38,12 @@ inline bool is_hopper(KernelFamily k) { return k != KernelFamily::sm80; }
 KernelFamily kernel_family_for(int compute_capability);
 
 const char* kernel_family_name(KernelFamily k);
+
+enum class DqMethod { atomic, recompute, stored_ds };
+
+DqMethod dq_method_for(KernelFamily family, bool deterministic);
+
+// The stored-dS path's cap on its dSᵀ tiles' workspace, in bytes.
+std::size_t stored_ds_cap_bytes();
 
 }  // namespace vsa::cuda

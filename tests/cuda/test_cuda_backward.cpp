@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "attention_cases.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/kernel_choice.hpp"
 #include "device_buffer.hpp"
+#include "scoped_env.hpp"
 #include "support/mean_grad_addends.hpp"
 #include "support/unattended_blocks.hpp"
 
@@ -256,6 +259,39 @@ TEST(CudaBackwardSweep, RandomProblemsMatchReference) {
     AttentionProblem problem(c, seed);
     expect_gpu_backward_matches(problem, deterministic);
     if (::testing::Test::HasFailure()) return;  // the first failing case says enough
+  }
+}
+
+// The Hopper kernels' deterministic dq (the stored-dS path) runs its passes over groups of
+// (batch, kv head) units whose dSᵀ tiles fit VSA_CUDA_DS_WORKSPACE_MB. Under small caps: one
+// unit per group, and three (a group across both batches, then one of a single unit). Each
+// unit stores at most 2 MB (64-token blocks) or 4 MB (128-token blocks) of tiles here.
+TEST(CudaBackwardStoredDs, GroupsOfUnitsMatchReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const int block : {64, 128}) {
+    for (const char* cap_mb : {block == 64 ? "7" : "13", "1"}) {
+      SCOPED_TRACE("blk " + std::to_string(block) + ", cap " + cap_mb + " MB");
+      AttentionCase c;
+      c.dtype = DType::bf16;
+      c.block = block;
+      c.batch = 2;
+      c.heads = 4;
+      c.kv_heads = 2;
+      c.num_q_blocks = block == 64 ? 16 : 8;
+      c.num_kv_blocks = 10;
+      c.max_kv = 8;
+      c.duplicates = true;
+      c.q_padding = true;
+      AttentionProblem problem(c, next_seed());
+      DeviceBackward device = gpu_backward(problem, true);
+      const std::size_t whole = backward_workspace_bytes(device.params);
+      const ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", cap_mb);
+      const std::size_t capped = backward_workspace_bytes(device.params);
+      if (cuda::is_hopper(cuda::kernel_family_for(cuda::device_arch(0))))
+        EXPECT_LT(capped, whole) << "the cap made no groups";
+      device.run();
+      problem.expect_backward_matches();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cuda/backward/workspace.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "scoped_env.hpp"
@@ -85,6 +86,58 @@ TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
   EXPECT_EQ(vsa::cuda_forward_kernel(0), kernel_family_name(kernel_family_for(device_arch(0))));
   setenv("VSA_CUDA_KERNEL", "sm80", 1);
   EXPECT_EQ(vsa::cuda_forward_kernel(0), "sm80");
+}
+
+TEST(DqMethod, AtomicByDefaultStoredDsOrRecomputeWhenDeterministic) {
+  for (const KernelFamily family : {KernelFamily::sm80, KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1})
+    EXPECT_EQ(dq_method_for(family, false), DqMethod::atomic) << kernel_family_name(family);
+  EXPECT_EQ(dq_method_for(KernelFamily::sm80, true), DqMethod::recompute);
+  for (const KernelFamily family : {KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1})
+    EXPECT_EQ(dq_method_for(family, true), DqMethod::stored_ds) << kernel_family_name(family);
+}
+
+TEST(DqMethod, StoredDsCapFromTheEnvironment) {
+  {
+    const test::ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", nullptr);
+    EXPECT_EQ(stored_ds_cap_bytes(), std::size_t{4096} << 20);
+  }
+  {
+    const test::ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", "3");
+    EXPECT_EQ(stored_ds_cap_bytes(), std::size_t{3} << 20);
+  }
+  for (const char* bad : {"0", "-2", "2GB", "x"}) {
+    const test::ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", bad);
+    try {
+      stored_ds_cap_bytes();
+      FAIL() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "VSA_CUDA_DS_WORKSPACE_MB") << e.what();
+    }
+  }
+}
+
+// Wan 480p: 12 units (B1, 12 kv heads) of 624 · 63 tiles (322 MB) each.
+TEST(DqMethod, StoredDsGroupsFitTheCap) {
+  ProblemShape s{};
+  s.batch = 1;
+  s.heads = s.kv_heads = 12;
+  s.block = 64;
+  s.num_q_blocks = s.num_kv_blocks = 624;
+  s.max_kv = 63;
+  const std::int64_t unit_bytes = 624 * 63 * static_cast<std::int64_t>(kDsTileBytes);
+  const DsGroups all = DsGroups::plan(s, std::size_t{4096} << 20);
+  EXPECT_EQ(all.units, 12);
+  EXPECT_EQ(all.units_per_group, 12);
+  EXPECT_EQ(all.groups(), 1);
+  const DsGroups five = DsGroups::plan(s, 5 * unit_bytes + 1);
+  EXPECT_EQ(five.units_per_group, 5);
+  EXPECT_EQ(five.groups(), 3);
+  EXPECT_EQ(DsGroups::plan(s, 1).units_per_group, 1);  // a group holds at least one unit
+  s.block = 128;  // four tiles per pair of blocks; two query heads per kv head
+  s.kv_heads = 6;
+  const DsGroups blk128 = DsGroups::plan(s, std::size_t{4096} << 20);
+  EXPECT_EQ(blk128.tiles_per_unit, 2 * 624 * 63 * 4);
+  EXPECT_EQ(blk128.units_per_group, (std::int64_t{4096} << 20) / (blk128.tiles_per_unit * static_cast<std::int64_t>(kDsTileBytes)));
 }
 
 }  // namespace

@@ -6,9 +6,14 @@
 //   2. delta = rowsum(dO ∘ O) (and, on the atomic path, a zeroed fp32 dQ
 //      accumulator);
 //   3. the key pass, from the family kernel_choice picks: a CTA per 64-key
-//      tile writes its dK and dV once (and adds dS·K into the accumulator);
+//      tile writes its dK and dV once (and adds dS·K into the accumulator,
+//      or stores its dSᵀ tiles);
 //   4. dq: scale · accumulator into the caller's dq, or — deterministic —
-//      the dQ pass, a CTA per 64-row query tile summing dS·K in list order.
+//      the dQ pass, a CTA per 64-row query tile summing dS·K in list order
+//      (from the stored dSᵀ tiles, or recomputing dS).
+//
+// On the stored-dS path 3 and 4 run once per group of (batch, kv head) units
+// whose tiles fit the workspace's cap (kernel_choice.hpp).
 //
 // dk and dv are bitwise repeatable (each is summed in one CTA, in list
 // order); on the atomic path dq's last bits may differ run to run.
@@ -16,6 +21,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -62,7 +68,7 @@ void check_cuda_backward(const BackwardParams& p, const BwdWorkspace& ws) {
 
 template <class Elem, int kHeadDim>
 void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, const BwdWorkspace& ws,
-                   KernelFamily family, cudaStream_t stream) {
+                   KernelFamily family, DqMethod method, cudaStream_t stream) {
   auto* base = static_cast<unsigned char*>(p.workspace);
   const AttentionInputs& in = p.in;
 
@@ -80,6 +86,7 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   lists.blocks = reinterpret_cast<int*>(base + ws.blocks);
   lists.order = reinterpret_cast<int*>(base + ws.order);
   lists.kv_group = static_cast<int>(s.heads / s.kv_heads);
+  lists.slots = method == DqMethod::stored_ds ? reinterpret_cast<int*>(base + ws.ds_slots) : nullptr;
   build_kv_lists(lists, stream);
 
   RowPassParams rows{};
@@ -100,7 +107,7 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   rows.q_vbs_is_64 = in.q_variable_block_sizes.dtype == DType::i64;
   rows.block = static_cast<int>(s.block);
   rows.num_q_blocks = static_cast<int>(s.num_q_blocks);
-  const bool atomic_dq = !p.deterministic;
+  const bool atomic_dq = method == DqMethod::atomic;
   if (atomic_dq)
     check_cuda(cudaMemsetAsync(rows.dq_accum, 0, ws.cursors - ws.dq_accum, stream), "cudaMemsetAsync(dq accumulator)");
   launch_delta<Elem, kHeadDim>(rows, stream);
@@ -137,6 +144,7 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.dk_mean = static_cast<const float*>(p.dk_mean.data);
   kp.dv_mean = static_cast<const float*>(p.dv_mean.data);
   kp.kv_order = lists.order;
+  kp.ds_slots = lists.slots;
   kp.heads = static_cast<int>(s.heads);
   kp.kv_group = static_cast<int>(s.heads / s.kv_heads);
   kp.num_q_blocks = static_cast<int>(s.num_q_blocks);
@@ -148,11 +156,22 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.scale = scale;
   const int kv_tiles = static_cast<int>(s.num_kv_blocks * (s.block / 64));  // 64-key tiles
   const int batch = static_cast<int>(s.batch);
-  if (is_hopper(family)) {
-    sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, batch, stream);
+  const int units = static_cast<int>(s.batch * s.kv_heads);
+  if (method == DqMethod::stored_ds) {
+    for (std::int64_t first = 0; first < ws.ds.units; first += ws.ds.units_per_group) {
+      BwdKernelParams group = kp;
+      group.kv_order = kp.kv_order + first * s.num_kv_blocks;
+      group.ds_first_unit = static_cast<int>(first);
+      group.ds_tiles = base + ws.ds_tiles;
+      const int count = static_cast<int>(std::min(ws.ds.units_per_group, ws.ds.units - first));
+      sm90::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
+      sm90::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
+    }
+  } else if (is_hopper(family)) {
+    sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
     if (!atomic_dq) sm90::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
   } else {
-    sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, batch, stream);
+    sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
     if (!atomic_dq) sm80::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
   }
   if (atomic_dq) launch_dq_finish<Elem, kHeadDim>(rows, stream);
@@ -160,29 +179,31 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
 
 template <class Elem>
 void launch_for_dim(const BackwardParams& p, const ProblemShape& s, float scale, const BwdWorkspace& ws,
-                    KernelFamily family, cudaStream_t stream) {
+                    KernelFamily family, DqMethod method, cudaStream_t stream) {
   if (s.head_dim == 64)
-    launch_passes<Elem, 64>(p, s, scale, ws, family, stream);
+    launch_passes<Elem, 64>(p, s, scale, ws, family, method, stream);
   else
-    launch_passes<Elem, 128>(p, s, scale, ws, family, stream);
+    launch_passes<Elem, 128>(p, s, scale, ws, family, method, stream);
 }
 
 }  // namespace
 
 std::size_t backward_workspace_bytes(const BackwardParams& p, const ProblemShape& s) {
-  return BwdWorkspace::layout(s, !p.deterministic).total;
+  const KernelFamily family = kernel_family_for(device_arch(p.in.q.device_index));
+  return BwdWorkspace::layout(s, dq_method_for(family, p.deterministic)).total;
 }
 
 void backward(const BackwardParams& p, const ProblemShape& s, float scale) {
-  const BwdWorkspace ws = BwdWorkspace::layout(s, !p.deterministic);
-  check_cuda_backward(p, ws);
   const KernelFamily family = kernel_family_for(device_arch(p.in.q.device_index));
+  const DqMethod method = dq_method_for(family, p.deterministic);
+  const BwdWorkspace ws = BwdWorkspace::layout(s, method);
+  check_cuda_backward(p, ws);
   const DeviceGuard device(p.in.q.device_index);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   if (p.in.q.dtype == DType::bf16)
-    launch_for_dim<__nv_bfloat16>(p, s, scale, ws, family, stream);
+    launch_for_dim<__nv_bfloat16>(p, s, scale, ws, family, method, stream);
   else
-    launch_for_dim<__half>(p, s, scale, ws, family, stream);
+    launch_for_dim<__half>(p, s, scale, ws, family, method, stream);
 }
 
 }  // namespace vsa::cuda

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
     return e < listed && j >= 0 && j < chunk ? static_cast<int>(j) : -1;
   };
   // Every entry of the warp's query blocks, block by block in query-block order, as
-  // take(list, block) (__syncwarp: block r's entries are taken before block r + 1's). The first
+  // take(list, block, entry) (__syncwarp: block r's entries are taken before block r + 1's). The first
   // 64 entries of kRowBatch blocks are loaded at once, so each lane keeps 2 · kRowBatch loads in
   // flight; a block's entries past 64 (max_kv > 64) follow in its turn, one at a time.
   const int per_lane = (a.max_kv + 31) / 32;
@@ -183,17 +183,17 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
       for (int b = 0; b < kRowBatch; ++b) {
 #pragma unroll
         for (int i = 0; i < 2; ++i)
-          if (lists[b][i] >= 0) take(lists[b][i], r0 + b);
+          if (lists[b][i] >= 0) take(lists[b][i], r0 + b, lane + 32 * i);
         for (int e = lane + 64; r0 + b < row1 && e < a.max_kv; e += 32) {
           const int l = chunk_list(r0 + b, e);
-          if (l >= 0) take(l, r0 + b);
+          if (l >= 0) take(l, r0 + b, e);
         }
         __syncwarp();
       }
     }
   };
   // Counts per warp and list.
-  walk_entries([&](int list, int) { atomicAdd(cursor + list, 1); });
+  walk_entries([&](int list, int, int) { atomicAdd(cursor + list, 1); });
   __syncthreads();
   // Each warp's first position in each list: the list's offset plus the earlier ranges' and
   // the earlier warps' counts.
@@ -208,7 +208,11 @@ __global__ void __launch_bounds__(kPlaceThreads) place_kernel(const KvListArgs a
   }
   __syncthreads();
   // Placement in query-block order.
-  walk_entries([&](int list, int block) { a.blocks[atomicAdd(cursor + list, 1)] = block; });
+  walk_entries([&](int list, int block, int entry) {
+    const int at = atomicAdd(cursor + list, 1);
+    a.blocks[at] = block;
+    if (a.slots != nullptr) a.slots[(bh * a.num_q_blocks + block) * a.max_kv + entry] = at;
+  });
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ struct KvListArgs {
   int* offsets;     // [B·H·NK + 1]: list l is blocks[offsets[l], offsets[l+1])
   int* blocks;      // [B·H·NQ·max_kv]
   int* order;       // [B·Hkv·NK]: the key pass's (batch, kv head, kv block) items, per head most listed first
+  // Or null: [B·H·NQ·max_kv], for each listed q2k entry its position in `blocks` (the stored-dS
+  // path's tile of that pair; entries past q2k_num or with ids outside [0, NK) are not written).
+  int* slots;
 };
 
 // Enqueues the passes on `stream`; no host synchronization.

@@ -10,14 +10,14 @@
 
 #include "cuda/common/kernel_params.hpp"
 
-// launch_bwd: the key pass; grid: num_kv_tiles (NK · blk/64) × kv heads × batch.
+// launch_bwd: the key pass; grid: num_kv_tiles (NK · blk/64) × units (batch · kv heads, or a group of them).
 // launch_bwd_dq: the dQ pass; grid: 64-row query tiles × heads × batch.
 #define VSA_BWD_LAUNCHER_INSTANCES(Elem, D)                                                      \
   extern template void launch_bwd<Elem, D>(const BwdKernelParams&, int, int, cudaStream_t); \
   extern template void launch_bwd_dq<Elem, D>(const BwdKernelParams&, int, cudaStream_t);
 #define VSA_DECLARE_BWD_LAUNCHERS                                                              \
   template <class Elem, int kHeadDim>                                                          \
-  void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream); \
+  void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStream_t stream); \
   template <class Elem, int kHeadDim>                                                          \
   void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream);                \
   VSA_BWD_LAUNCHER_INSTANCES(__nv_bfloat16, 64)                                                \

@@ -59,8 +59,24 @@ class KeyScheduler {
     return real_query_rows(p_.q_vbs, p_.q_vbs_is_64, pair.row0 >> (kLog2TileRows + tile_shift_), offset, kTileRows);
   }
 
-  // The next pair, false once every listed query tile has been handed out.
+  // The stored-dS path: the place of the pair's dSᵀ tile among its group's (kernel_params.hpp),
+  // given the KV->Q entry next() named with it and the group's first.
+  __device__ std::int64_t stored_tile(const BwdPair& pair, int entry, int first_entry) const {
+    const int row_tile = static_cast<int>(pair.row0 & (p_.block - 1)) / kTileRows;
+    return ((static_cast<std::int64_t>(entry - first_entry) << tile_shift_ | row_tile) << tile_shift_) | key_tile_;
+  }
+  // The group's first KV->Q entry: where the lists of its first unit's first query head start.
+  __device__ int first_group_entry() const {
+    return __ldg(p_.k2q_offsets + static_cast<std::int64_t>(p_.ds_first_unit) * p_.kv_group * p_.num_kv_blocks);
+  }
+
+  // The next pair, false once every listed query tile has been handed out; `entry`: the KV->Q
+  // list entry it came from.
   __device__ bool next(BwdPair& pair) {
+    int entry = 0;
+    return next(pair, entry);
+  }
+  __device__ bool next(BwdPair& pair, int& entry) {
     while (entry_ == entry_end_) {
       if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
       const std::int64_t list = (static_cast<std::int64_t>(batch_) * p_.heads + head_) * p_.num_kv_blocks + kv_block_;
@@ -69,6 +85,7 @@ class KeyScheduler {
     }
     const std::int64_t q_block = __ldg(p_.k2q_blocks + entry_);
     pair = {head_, q_block * p_.block + row_tile_ * kTileRows};
+    entry = entry_;
     if (++row_tile_ == (1 << tile_shift_)) {
       row_tile_ = 0;
       ++entry_;
@@ -137,10 +154,10 @@ __device__ __forceinline__ MeanGradRows key_mean_grad_rows(const BwdKernelParams
                         sched.valid_keys(), head_dim);
 }
 
-// The grid of the key pass: a CTA per 64-key tile × kv heads × batch.
-inline dim3 key_tile_grid(const BwdKernelParams& p, int num_kv_tiles, int batch) {
-  return dim3(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(p.heads / p.kv_group),
-              static_cast<unsigned>(batch));
+// The grid of the key pass: a CTA per 64-key tile × `units` (batch, kv head) units, the
+// first p.kv_order's (the stored-dS path runs a group of units at a time).
+inline dim3 key_tile_grid(int num_kv_tiles, int units) {
+  return dim3(static_cast<unsigned>(num_kv_tiles), static_cast<unsigned>(units));
 }
 
 }  // namespace vsa::cuda

@@ -52,6 +52,8 @@ class QueryScheduler {
   __device__ std::int64_t block_of(int index) const {
     return index < num_tiles_ ? load_meta(p_.q2k_idx, p_.idx_is_64, list_ + (index >> tile_shift_)) : 0;
   }
+  // The q2k entry of tile `index`: its flat index in [B, H, NQ, max_kv].
+  __device__ std::int64_t list_entry(int index) const { return list_ + (index >> tile_shift_); }
   // First key token of tile `index` of block `block`.
   __device__ std::int64_t first_key(int index, std::int64_t block) const {
     return block * p_.block + (index & ((1 << tile_shift_) - 1)) * kTileRows;

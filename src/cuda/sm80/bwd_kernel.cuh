@@ -193,16 +193,16 @@ int bwd_stages(bool add_dq) {
 }
 
 template <class Elem, int kHeadDim>
-void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
+void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStream_t stream) {
   const int stages = bwd_stages<Elem, kHeadDim>(p.dq_accum != nullptr);
   with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
     constexpr bool kMeanGrads = decltype(mean_grads)::value;
     if (stages == 2)
       launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 2>, bwd_smem_bytes<Elem, kHeadDim, 2>()>(
-          key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+          key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
     else
       launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 1>, bwd_smem_bytes<Elem, kHeadDim, 1>()>(
-          key_tile_grid(p, num_kv_tiles, batch), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+          key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
   });
 }
 

@@ -6,8 +6,11 @@
 //   dV += Pᵀ·dO, dK += dSᵀ·Q  m64nD, Pᵀ and dSᵀ as register A operands
 //   dQ  = dS·K                 m64nD, dS read transposed from a shared dSᵀ
 //                              tile, K as an MN-major operand (only with an
-//                              accumulator: else the dQ pass,
-//                              bwd_dq_kernel.cuh, computes dq)
+//                              accumulator)
+//
+// Without an accumulator (the stored-dS path) each warp stores its 16 keys'
+// rows of the dSᵀ tile (2 KB of the shared tile's image) into the workspace
+// by one bulk copy, and the dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K.
 //
 // dQ reaches the fp32 accumulator through shared memory: the warpgroup
 // stores its tile there (in the accumulator's own order, dq_accum.cuh) and
@@ -51,7 +54,9 @@ constexpr int bwd_smem_bytes() {
          1024;
 }
 
-template <class Elem, int kHeadDim, bool kMeanGrads>
+// kStoreDs: the stored-dS path (p.ds_tiles set), a kernel of its own so that the
+// others keep their registers.
+template <class Elem, int kHeadDim, bool kMeanGrads, bool kStoreDs>
 __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SwizzledTile<kHeadDim>;
@@ -66,7 +71,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   auto generic = [&](std::uint32_t addr) { return smem + (addr - smem0); };
 
   KeyScheduler sched(p);
-  const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
+  const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
+  constexpr bool store_ds = kStoreDs;                        // ... from the dSᵀ tiles stored here
+  const int first_entry = store_ds ? sched.first_group_entry() : 0;
   const bool bulk_thread = threadIdx.x == 0;  // issues and waits for the dQ tiles' reductions
   float* pending_dq = nullptr;                // the accumulator tile of the dQ tile staged last (pair n − 1)
   std::uint32_t pending_bytes = 0;            // its real rows' runs (padding rows are not added)
@@ -78,7 +85,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   for (int i = 0; i < kHeadDim / 2; ++i) dk[i] = dv[i] = 0.0f;
 
   BwdPair pair{};
-  bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
+  int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
+  bool have = valid > 0 && sched.next(pair, entry);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
@@ -97,7 +105,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       bulk_commit();
     }
     BwdPair next{};
-    const bool have_next = sched.next(next);
+    int next_entry = 0;
+    const bool have_next = sched.next(next, next_entry);
     const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
     const auto load_next = [&] {
       if (have_next)
@@ -119,6 +128,20 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     if (add_dq) {
       sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
+    } else if constexpr (store_ds) {  // the warp's rows of the tile: the last pair's copy has read them
+      constexpr std::uint32_t kWarpRowsBytes = SwizzledTile<kTileRows>::kBytes / 4;
+      const std::uint32_t rows = sds + warp * kWarpRowsBytes;
+      if (lane == 0) bulk_wait_read<0>();
+      __syncwarp();
+      sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
+      fence_proxy_async();  // the stores, for the copy's reads
+      __syncwarp();
+      if (lane == 0) {
+        bulk_store(p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * SwizzledTile<kTileRows>::kBytes +
+                       warp * kWarpRowsBytes,
+                   rows, kWarpRowsBytes);
+        bulk_commit();
+      }
     }
     issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
     if (add_dq) {  // while dV and dK are computed
@@ -141,6 +164,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     }
 
     pair = next;
+    entry = next_entry;
     have = have_next;
   }
   if (pending_dq != nullptr) {  // the last pair's dQ tile, in stage (n − 1) & 1
@@ -151,9 +175,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       bulk_commit();
     }
   }
-  // Every reduction done before the CTA leaves (also when the last pair's tile, all padding
-  // rows, was not reduced while an earlier one may still be in flight).
-  if (bulk_thread) bulk_wait_all();
+  // Every reduction (or dSᵀ copy: one per warp) done before the CTA leaves (also when the last
+  // pair's tile, all padding rows, was not reduced while an earlier one may still be in flight).
+  if (store_ds ? lane == 0 : bulk_thread) bulk_wait_all();
   // The last pair (n - 1) issued no copy, and every warp is done with the
   // stage n & 1: without dQ, free since the barrier at that pair's start;
   // with dQ, its tile (pair n − 2) left it before the barrier that pair n − 1
@@ -174,10 +198,15 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 }
 
 template <class Elem, int kHeadDim>
-void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int batch, cudaStream_t stream) {
+void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStream_t stream) {
   with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
-    launch_kernel<bwd_kernel<Elem, kHeadDim, decltype(mean_grads)::value>, bwd_smem_bytes<Elem, kHeadDim>()>(
-        key_tile_grid(p, num_kv_tiles, batch), kWarpgroupThreads, stream, p, "bwd_kernel (sm90)");
+    constexpr bool kMeanGrads = decltype(mean_grads)::value;
+    if (p.ds_tiles != nullptr)
+      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, true>, bwd_smem_bytes<Elem, kHeadDim>()>(
+          key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, p, "bwd_kernel (sm90, dS stored)");
+    else
+      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, false>, bwd_smem_bytes<Elem, kHeadDim>()>(
+          key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, p, "bwd_kernel (sm90)");
   });
 }
 

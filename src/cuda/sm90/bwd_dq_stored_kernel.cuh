@@ -1,0 +1,123 @@
+// Hopper (sm_90a) backward, dQ pass of the stored-dS path: one warpgroup per
+// 64-row query tile walks its list like the forward (QueryScheduler) and sums
+// dQ += dS·K over it, dS read transposed from the dSᵀ tile the key pass
+// stored for the pair (bwd_kernel.cuh) and K as an MN-major operand: the key
+// pass's own dQ product (pair_dq), here in list order inside one warpgroup,
+// so bitwise repeatable. Nothing is recomputed: a tile costs 8 KB of dSᵀ and
+// the K tile, one product of depth 64.
+//
+// Shared memory: three stages of (dSᵀ, K), 72 KB at D = 128, so three CTAs
+// share an SM; the copies of the next two tiles are in flight while one is
+// multiplied. A tile of a block with no real keys (vbs = 0: its key pass
+// stored nothing) is read as zeros.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/launch.cuh"
+#include "cuda/common/query_scheduler.cuh"
+#include "cuda/sm80/bwd_epilogue.cuh"
+#include "cuda/sm90/bwd_pair_math.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
+
+namespace vsa::cuda::sm90 {
+
+constexpr int kDqStoredStages = 3;
+
+template <int kHeadDim>
+struct StoredDsStage {
+  static constexpr int kBytes = SwizzledTile<kTileRows>::kBytes + SwizzledTile<kHeadDim>::kBytes;  // 1024-multiple
+  std::uint32_t ds, k;
+  __device__ explicit StoredDsStage(std::uint32_t base) : ds(base), k(base + SwizzledTile<kTileRows>::kBytes) {}
+};
+
+template <class Elem, int kHeadDim>
+constexpr int bwd_dq_stored_smem_bytes() {
+  return kDqStoredStages * StoredDsStage<kHeadDim>::kBytes + 1024;  // alignment slack
+}
+
+template <class Elem, int kHeadDim, bool kMeanGrads>
+__global__ void __launch_bounds__(kWarpgroupThreads, 3)
+    bwd_dq_stored_kernel(const __grid_constant__ BwdKernelParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  // The swizzle is applied to address bits, so tiles start on 1024 bytes.
+  const std::uint32_t smem0 = ptx::smem_addr(smem);
+  const std::uint32_t stage0 = (smem0 + 1023u) & ~1023u;
+  auto stage_of = [&](int index) {
+    return StoredDsStage<kHeadDim>(stage0 + static_cast<std::uint32_t>(index * StoredDsStage<kHeadDim>::kBytes));
+  };
+
+  // The grid covers the query heads of the group's units (kernel_params.hpp).
+  const int head = p.ds_first_unit * p.kv_group + static_cast<int>(blockIdx.y);  // batch · H + query head
+  const QueryScheduler<kTileRows, BwdKernelParams> sched(p, head / p.heads, head % p.heads,
+                                                         static_cast<int>(blockIdx.x));
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
+  const int num_tiles = sched.num_tiles();
+  const int first_entry =
+      __ldg(p.k2q_offsets + static_cast<std::int64_t>(p.ds_first_unit) * p.kv_group * p.num_kv_blocks);
+  const int tile_shift = p.block == 2 * kTileRows ? 1 : 0;
+  const int row_tile = static_cast<int>(blockIdx.x) & ((1 << tile_shift) - 1);  // of the query block
+
+  // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way).
+  const auto load = [&](int t, int stage) {
+    if (t < num_tiles) {
+      const StoredDsStage<kHeadDim> dst = stage_of(stage);
+      const std::int64_t block = sched.block_of(t);
+      const int valid = sched.valid_keys(t, block);
+      const std::int64_t entry = __ldg(p.ds_slots + sched.list_entry(t)) - first_entry;
+      const std::int64_t tile = ((entry << tile_shift | row_tile) << tile_shift) | (t & ((1 << tile_shift) - 1));
+      const unsigned char* src = p.ds_tiles + tile * SwizzledTile<kTileRows>::kBytes;
+      constexpr int kChunks = SwizzledTile<kTileRows>::kBytes / 16;
+#pragma unroll
+      for (int i = 0; i < kChunks / kWarpgroupThreads; ++i) {
+        const int chunk = static_cast<int>(threadIdx.x) + i * kWarpgroupThreads;
+        ptx::cp_async_16_or_zero(dst.ds + 16 * chunk, src + 16 * chunk, valid > 0);
+      }
+      load_tile<Elem, kHeadDim>(dst.k, rows.k + sched.first_key(t, block) * p.k_stride.seq, p.k_stride.seq, valid);
+    }
+    ptx::cp_async_commit();
+  };
+
+#pragma unroll
+  for (int t = 0; t < kDqStoredStages - 1; ++t) load(t, t);
+  float dq[kHeadDim / 2];
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) dq[i] = 0.0f;
+  int stage = 0;  // tile t's: t % kDqStoredStages
+  for (int t = 0; t < num_tiles; ++t) {
+    ptx::cp_async_wait<kDqStoredStages - 2>();  // tile t written by this thread ...
+    fence_proxy_async();                         // ... visible to wgmma ...
+    __syncthreads();                             // ... for every thread; tile t − 1's product is done
+    const int refill = stage == 0 ? kDqStoredStages - 1 : stage - 1;  // tile t − 1's stage
+    load(t + kDqStoredStages - 1, refill);
+    const StoredDsStage<kHeadDim> s = stage_of(stage);
+    fence_registers(dq);
+    pair_dq<kBf16, kHeadDim>(dq, s.ds, s.k, true);
+    stage = stage == kDqStoredStages - 1 ? 0 : stage + 1;
+  }
+  ptx::cp_async_wait<0>();  // the copies past the list's end (none issued, but committed)
+  __syncthreads();          // and every product done before stage 0 is used for staging
+  using Grad = float[1][kHeadDim / 8][4];
+  sm80::write_warp_rows<Elem, kHeadDim>(reinterpret_cast<const Grad&>(dq), p.scale, warp, lane,
+                                        reinterpret_cast<Elem*>(smem + (stage0 - smem0)), rows.dq, p.dq_stride.seq,
+                                        sched.real_rows(), query_mean_grad_rows<kMeanGrads>(p, sched, kHeadDim));
+#else
+  __trap();  // built only for sm_90a; dispatch never launches it elsewhere
+#endif
+}
+
+// A CTA per 64-row query tile of the group's `query_heads` heads.
+template <class Elem, int kHeadDim>
+void launch_bwd_dq_stored(const BwdKernelParams& p, int query_heads, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(query_heads));
+  with_mean_grads(p.dq_mean != nullptr, [&](auto mean_grads) {
+    launch_kernel<bwd_dq_stored_kernel<Elem, kHeadDim, decltype(mean_grads)::value>,
+                  bwd_dq_stored_smem_bytes<Elem, kHeadDim>()>(grid, kWarpgroupThreads, stream, p,
+                                                              "bwd_dq_stored_kernel (sm90)");
+  });
+}
+
+}  // namespace vsa::cuda::sm90
