@@ -44,9 +44,9 @@ KernelFamily kernel_family_for(int compute_capability) {
   throw Error(ErrorKind::invalid_argument, "VSA_CUDA_KERNEL", "sm80, sm90, sm90ws or sm90v1 (or unset)", requested);
 }
 
-DqMethod dq_method_for(KernelFamily family, bool deterministic) {
-  if (!deterministic) return DqMethod::atomic;
-  return is_hopper(family) ? DqMethod::stored_ds : DqMethod::recompute;
+DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim) {
+  if (is_hopper(family)) return deterministic || head_dim == 128 ? DqMethod::stored_ds : DqMethod::atomic;
+  return deterministic ? DqMethod::recompute : DqMethod::atomic;
 }
 
 std::size_t stored_ds_cap_bytes() {

@@ -17,13 +17,17 @@
 // CTA holds a whole query block (sm90/fwd_pair_kernel.cuh).
 //
 // The backward forms dq one of three ways (docs/kernel-notes.md, "Backward"):
-// by fp32 reductions from the key pass (atomic: the default, not bitwise
-// repeatable); or, deterministic, by a dQ pass that sums dS·K in list order,
-// either recomputing dS (the portable kernels) or reading the dSᵀ tiles the
-// Hopper key pass stored in the workspace (stored_ds). The stored tiles take
-// 8 KB per listed (64-key, 64-row) pair, so the passes run over groups of
-// (batch, kv head) whose tiles fit in VSA_CUDA_DS_WORKSPACE_MB megabytes
-// (default 4096; any group holds at least one).
+// by fp32 reductions from the key pass (atomic, not bitwise repeatable), or
+// by a dQ pass that sums dS·K in list order (bitwise repeatable), either
+// recomputing dS (the portable kernels' deterministic path) or reading the
+// dSᵀ tiles the Hopper key pass stored in the workspace (stored_ds). The
+// Hopper kernels store dS always at head dim 128, where it is the fastest
+// (Wan 480p 5.77 against 6.03 ms atomic, 2026-12-03), and at head dim 64 when
+// asked to be deterministic (atomic: 3.71 against 4.04 ms); the portable
+// kernels reduce unless asked to be deterministic. The stored tiles take 8 KB
+// per listed (64-key, 64-row) pair, so the passes run over groups of (batch,
+// kv head) whose tiles fit in VSA_CUDA_DS_WORKSPACE_MB megabytes (default
+// 4096; any group holds at least one).
 #pragma once
 
 #include <cstddef>
@@ -41,7 +45,7 @@ const char* kernel_family_name(KernelFamily k);
 
 enum class DqMethod { atomic, recompute, stored_ds };
 
-DqMethod dq_method_for(KernelFamily family, bool deterministic);
+DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim);
 
 // The stored-dS path's cap on its dSᵀ tiles' workspace, in bytes.
 std::size_t stored_ds_cap_bytes();

@@ -88,12 +88,18 @@ TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
   EXPECT_EQ(vsa::cuda_forward_kernel(0), "sm80");
 }
 
-TEST(DqMethod, AtomicByDefaultStoredDsOrRecomputeWhenDeterministic) {
-  for (const KernelFamily family : {KernelFamily::sm80, KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1})
-    EXPECT_EQ(dq_method_for(family, false), DqMethod::atomic) << kernel_family_name(family);
-  EXPECT_EQ(dq_method_for(KernelFamily::sm80, true), DqMethod::recompute);
-  for (const KernelFamily family : {KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1})
-    EXPECT_EQ(dq_method_for(family, true), DqMethod::stored_ds) << kernel_family_name(family);
+// Hopper: dS stored at head dim 128 always, at 64 when deterministic; portable: reductions
+// unless deterministic.
+TEST(DqMethod, EachFamilyAndHeadDim) {
+  for (const int d : {64, 128}) {
+    EXPECT_EQ(dq_method_for(KernelFamily::sm80, false, d), DqMethod::atomic) << d;
+    EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::recompute) << d;
+    for (const KernelFamily family : {KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1}) {
+      EXPECT_EQ(dq_method_for(family, true, d), DqMethod::stored_ds) << kernel_family_name(family) << d;
+      EXPECT_EQ(dq_method_for(family, false, d), d == 128 ? DqMethod::stored_ds : DqMethod::atomic)
+          << kernel_family_name(family) << d;
+    }
+  }
 }
 
 TEST(DqMethod, StoredDsCapFromTheEnvironment) {

@@ -8,9 +8,9 @@
 //   3. the key pass, from the family kernel_choice picks: a CTA per 64-key
 //      tile writes its dK and dV once (and adds dS·K into the accumulator,
 //      or stores its dSᵀ tiles);
-//   4. dq: scale · accumulator into the caller's dq, or — deterministic —
-//      the dQ pass, a CTA per 64-row query tile summing dS·K in list order
-//      (from the stored dSᵀ tiles, or recomputing dS).
+//   4. dq: scale · accumulator into the caller's dq, or the dQ pass, a CTA
+//      per 64-row query tile summing dS·K in list order (from the stored
+//      dSᵀ tiles, or recomputing dS); kernel_choice.hpp says which.
 //
 // On the stored-dS path 3 and 4 run once per group of (batch, kv head) units
 // whose tiles fit the workspace's cap (kernel_choice.hpp).
@@ -167,9 +167,8 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
       sm90::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
       sm90::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
     }
-  } else if (is_hopper(family)) {
+  } else if (is_hopper(family)) {  // atomic
     sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
-    if (!atomic_dq) sm90::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
   } else {
     sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
     if (!atomic_dq) sm80::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
@@ -190,12 +189,12 @@ void launch_for_dim(const BackwardParams& p, const ProblemShape& s, float scale,
 
 std::size_t backward_workspace_bytes(const BackwardParams& p, const ProblemShape& s) {
   const KernelFamily family = kernel_family_for(device_arch(p.in.q.device_index));
-  return BwdWorkspace::layout(s, dq_method_for(family, p.deterministic)).total;
+  return BwdWorkspace::layout(s, dq_method_for(family, p.deterministic, static_cast<int>(s.head_dim))).total;
 }
 
 void backward(const BackwardParams& p, const ProblemShape& s, float scale) {
   const KernelFamily family = kernel_family_for(device_arch(p.in.q.device_index));
-  const DqMethod method = dq_method_for(family, p.deterministic);
+  const DqMethod method = dq_method_for(family, p.deterministic, static_cast<int>(s.head_dim));
   const BwdWorkspace ws = BwdWorkspace::layout(s, method);
   check_cuda_backward(p, ws);
   const DeviceGuard device(p.in.q.device_index);

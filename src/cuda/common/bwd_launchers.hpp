@@ -1,7 +1,8 @@
-// The backward's launchers as every kernel family declares them: each family
-// (sm80/bwd_launch.hpp, sm90/bwd_launch.hpp) expands this inside its own
-// namespace, and its explicit instantiations live in generated translation
-// units (<family>/bwd_instance.cu.in).
+// The backward's launchers as the kernel families declare them: each family
+// (sm80/bwd_launch.hpp, sm90/bwd_launch.hpp) expands VSA_DECLARE_BWD_LAUNCHER
+// for each of its launchers (after the params, the types of the launch
+// arguments) inside its own namespace, and its explicit instantiations live
+// in generated translation units (<family>/bwd_instance.cu.in).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,17 +11,16 @@
 
 #include "cuda/common/kernel_params.hpp"
 
-// launch_bwd: the key pass; grid: num_kv_tiles (NK · blk/64) × units (batch · kv heads, or a group of them).
-// launch_bwd_dq: the dQ pass; grid: 64-row query tiles × heads × batch.
-#define VSA_BWD_LAUNCHER_INSTANCES(Elem, D)                                                      \
-  extern template void launch_bwd<Elem, D>(const BwdKernelParams&, int, int, cudaStream_t); \
-  extern template void launch_bwd_dq<Elem, D>(const BwdKernelParams&, int, cudaStream_t);
-#define VSA_DECLARE_BWD_LAUNCHERS                                                              \
-  template <class Elem, int kHeadDim>                                                          \
-  void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStream_t stream); \
-  template <class Elem, int kHeadDim>                                                          \
-  void launch_bwd_dq(const BwdKernelParams& p, int batch, cudaStream_t stream);                \
-  VSA_BWD_LAUNCHER_INSTANCES(__nv_bfloat16, 64)                                                \
-  VSA_BWD_LAUNCHER_INSTANCES(__nv_bfloat16, 128)                                               \
-  VSA_BWD_LAUNCHER_INSTANCES(__half, 64)                                                       \
-  VSA_BWD_LAUNCHER_INSTANCES(__half, 128)
+// launch_bwd: the key pass; grid: num_kv_tiles (NK · blk/64) × units (batch · kv heads, or a
+// group of them). launch_bwd_dq (the portable family): the dQ pass that recomputes dS; grid:
+// 64-row query tiles × heads × batch. launch_bwd_dq_stored (the Hopper family): the dQ pass over
+// the stored dSᵀ tiles; grid: 64-row query tiles × the group's query heads.
+#define VSA_BWD_LAUNCHER_INSTANCES(Launcher, Elem, D, ...) \
+  extern template void Launcher<Elem, D>(const BwdKernelParams&, __VA_ARGS__, cudaStream_t);
+#define VSA_DECLARE_BWD_LAUNCHER(Launcher, ...)                                 \
+  template <class Elem, int kHeadDim>                                           \
+  void Launcher(const BwdKernelParams& p, __VA_ARGS__, cudaStream_t stream);   \
+  VSA_BWD_LAUNCHER_INSTANCES(Launcher, __nv_bfloat16, 64, __VA_ARGS__)          \
+  VSA_BWD_LAUNCHER_INSTANCES(Launcher, __nv_bfloat16, 128, __VA_ARGS__)         \
+  VSA_BWD_LAUNCHER_INSTANCES(Launcher, __half, 64, __VA_ARGS__)                 \
+  VSA_BWD_LAUNCHER_INSTANCES(Launcher, __half, 128, __VA_ARGS__)

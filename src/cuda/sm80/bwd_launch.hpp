@@ -7,6 +7,7 @@
 
 namespace vsa::cuda::sm80 {
 
-VSA_DECLARE_BWD_LAUNCHERS
+VSA_DECLARE_BWD_LAUNCHER(launch_bwd, int, int)
+VSA_DECLARE_BWD_LAUNCHER(launch_bwd_dq, int)
 
 }  // namespace vsa::cuda::sm80
