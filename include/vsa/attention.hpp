@@ -78,9 +78,11 @@ struct BackwardParams {
   AttentionInputs in;
   TensorRef out, lse, dout;  // from the forward pass
   TensorRef dq, dk, dv;  // dk/dv of a GQA head are summed over its query heads
-  // dk and dv are always bitwise repeatable. dq is too on the CPU; on CUDA it
-  // is summed by float atomics unless `deterministic` asks for a dQ pass
-  // that sums each row in list order.
+  // dk and dv are always bitwise repeatable. dq is too on the CPU; on CUDA a
+  // dQ pass sums each row in list order when `deterministic` asks for it, and
+  // always on the Hopper kernels at head dim 128 (from dS tiles the key pass
+  // stores in the workspace, 8 KB per listed pair of 64-token tiles, in groups
+  // under VSA_CUDA_DS_WORKSPACE_MB); otherwise dq is summed by float atomics.
   bool deterministic = false;
   // Optional addends, the VSA layer's block-mean gradients fused into the
   // writes of dq, dk and dv (vsa/layer.hpp, block_mean_backward): when

@@ -131,7 +131,8 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     deterministic: whether the backward's dq must be bitwise repeatable (dk and dv
     always are). None follows torch.use_deterministic_algorithms. On CUDA the
     repeatable dq comes from a dQ pass that sums each row in list order instead of
-    float atomics.
+    float atomics; the Hopper kernels take that path at head dim 128 anyway (from dS
+    tiles stored by the key pass, the faster path there).
     """
     expect_same_device("q", q, k=k, v=v, q2k_idx=q2k_idx, q2k_num=q2k_num,
                        variable_block_sizes=variable_block_sizes,
