@@ -13,7 +13,7 @@ VSA_COMMIT=$COMMIT bash scripts/gpu.sh python
 S="$OUT/summary-main.txt"; cp "$OUT/summary.txt" "$S"
 wait; tail -n 1 /tmp/tk-build.log >> "$S"
 echo "== $(date -u +%T) vsa bench attention, forward and backward, with FastVideo" >> "$S"
-PYTHONPATH=$PEERS timeout 200 vsa bench --case synthetic-49k-top192 --case hunyuan-720p \
+PYTHONPATH=$PEERS timeout 150 vsa bench --case synthetic-49k-top192 --case hunyuan-720p \
   --backends vsa,fastvideo-tk,fastvideo-triton --iters 5 --warmup 2 --out "$OUT/attention" > "$OUT/attention.log" 2>&1
 echo "attention rc $?" >> "$S"; grep -E "^  (vsa|fastvideo)|^[a-z].*(blk|latent|synthetic)" "$OUT/attention.log" | head -30 >> "$S"
 rm -f "$OUT/build.log"
