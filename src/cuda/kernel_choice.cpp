@@ -45,8 +45,18 @@ KernelFamily kernel_family_for(int compute_capability) {
 }
 
 DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim) {
-  if (is_hopper(family)) return deterministic || head_dim == 128 ? DqMethod::stored_ds : DqMethod::atomic;
-  return deterministic ? DqMethod::recompute : DqMethod::atomic;
+  const char* requested = std::getenv("VSA_CUDA_DQ");
+  const bool any = requested == nullptr || requested[0] == '\0';
+  const bool atomic = !any && std::strcmp(requested, "atomic") == 0;
+  const bool stored = !any && std::strcmp(requested, "stored") == 0;
+  if (!any && !atomic && !stored)
+    throw Error(ErrorKind::invalid_argument, "VSA_CUDA_DQ", "atomic or stored (or unset)", requested);
+  if (stored && !is_hopper(family))
+    throw Error(ErrorKind::unsupported, "VSA_CUDA_DQ", "atomic on the portable kernels (they store no dS)",
+                requested);
+  if (deterministic) return is_hopper(family) ? DqMethod::stored_ds : DqMethod::recompute;
+  if (atomic || (any && (!is_hopper(family) || head_dim != 128))) return DqMethod::atomic;
+  return DqMethod::stored_ds;
 }
 
 std::size_t stored_ds_cap_bytes() {

@@ -287,8 +287,9 @@ TEST(CudaBackwardStoredDs, GroupsOfUnitsMatchReference) {
       const std::size_t whole = backward_workspace_bytes(device.params);
       const ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", cap_mb);
       const std::size_t capped = backward_workspace_bytes(device.params);
-      if (cuda::is_hopper(cuda::kernel_family_for(cuda::device_arch(0))))
+      if (cuda::is_hopper(cuda::kernel_family_for(cuda::device_arch(0)))) {
         EXPECT_LT(capped, whole) << "the cap made no groups";
+      }
       device.run();
       problem.expect_backward_matches();
     }

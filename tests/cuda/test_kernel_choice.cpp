@@ -91,6 +91,7 @@ TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
 // Hopper: dS stored at head dim 128 always, at 64 when deterministic; portable: reductions
 // unless deterministic.
 TEST(DqMethod, EachFamilyAndHeadDim) {
+  const test::ScopedEnv dq("VSA_CUDA_DQ", nullptr);
   for (const int d : {64, 128}) {
     EXPECT_EQ(dq_method_for(KernelFamily::sm80, false, d), DqMethod::atomic) << d;
     EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::recompute) << d;
@@ -99,6 +100,36 @@ TEST(DqMethod, EachFamilyAndHeadDim) {
       EXPECT_EQ(dq_method_for(family, false, d), d == 128 ? DqMethod::stored_ds : DqMethod::atomic)
           << kernel_family_name(family) << d;
     }
+  }
+}
+
+// VSA_CUDA_DQ picks the Hopper kernels' path where determinism is not asked for.
+TEST(DqMethod, OverrideFromTheEnvironment) {
+  for (const int d : {64, 128}) {
+    {
+      const test::ScopedEnv dq("VSA_CUDA_DQ", "atomic");
+      EXPECT_EQ(dq_method_for(KernelFamily::sm90, false, d), DqMethod::atomic) << d;
+      EXPECT_EQ(dq_method_for(KernelFamily::sm90, true, d), DqMethod::stored_ds) << d;
+      EXPECT_EQ(dq_method_for(KernelFamily::sm80, false, d), DqMethod::atomic) << d;
+      EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::recompute) << d;
+    }
+    const test::ScopedEnv dq("VSA_CUDA_DQ", "stored");
+    EXPECT_EQ(dq_method_for(KernelFamily::sm90, false, d), DqMethod::stored_ds) << d;
+    try {
+      dq_method_for(KernelFamily::sm80, false, d);
+      FAIL() << "stored dS accepted on the portable kernels";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+      EXPECT_EQ(e.argument(), "VSA_CUDA_DQ") << e.what();
+    }
+  }
+  const test::ScopedEnv dq("VSA_CUDA_DQ", "fast");
+  try {
+    dq_method_for(KernelFamily::sm90, false, 128);
+    FAIL() << "accepted VSA_CUDA_DQ=fast";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_EQ(e.argument(), "VSA_CUDA_DQ") << e.what();
   }
 }
 
