@@ -158,7 +158,8 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   const int batch = static_cast<int>(s.batch);
   const int units = static_cast<int>(s.batch * s.kv_heads);
   if (method == DqMethod::stored_ds) {
-    for (std::int64_t first = 0; first < ws.ds.units; first += ws.ds.units_per_group) {
+    for (std::int64_t g = 0; g < ws.ds.groups(); ++g) {
+      const std::int64_t first = g * ws.ds.units_per_group;
       BwdKernelParams group = kp;
       group.kv_order = kp.kv_order + first * s.num_kv_blocks;
       group.ds_first_unit = static_cast<int>(first);

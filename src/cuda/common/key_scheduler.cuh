@@ -14,6 +14,7 @@
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
 #include "cuda/common/mean_grad_rows.cuh"
+#include "cuda/common/stored_ds.cuh"
 
 namespace vsa::cuda {
 
@@ -59,15 +60,11 @@ class KeyScheduler {
     return real_query_rows(p_.q_vbs, p_.q_vbs_is_64, pair.row0 >> (kLog2TileRows + tile_shift_), offset, kTileRows);
   }
 
-  // The stored-dS path: the place of the pair's dSᵀ tile among its group's (kernel_params.hpp),
+  // The stored-dS path: the place of the pair's dSᵀ tile among its group's (stored_ds.cuh),
   // given the KV->Q entry next() named with it and the group's first.
   __device__ std::int64_t stored_tile(const BwdPair& pair, int entry, int first_entry) const {
     const int row_tile = static_cast<int>(pair.row0 & (p_.block - 1)) / kTileRows;
-    return ((static_cast<std::int64_t>(entry - first_entry) << tile_shift_ | row_tile) << tile_shift_) | key_tile_;
-  }
-  // The group's first KV->Q entry: where the lists of its first unit's first query head start.
-  __device__ int first_group_entry() const {
-    return __ldg(p_.k2q_offsets + static_cast<std::int64_t>(p_.ds_first_unit) * p_.kv_group * p_.num_kv_blocks);
+    return stored_ds_tile(entry - first_entry, row_tile, key_tile_, tile_shift_);
   }
 
   // The next pair, false once every listed query tile has been handed out; `entry`: the KV->Q

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   KeyScheduler sched(p);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
   constexpr bool store_ds = kStoreDs;                        // ... from the dSᵀ tiles stored here
-  const int first_entry = store_ds ? sched.first_group_entry() : 0;
+  const int first_entry = store_ds ? stored_ds_first_entry(p) : 0;
   const bool bulk_thread = threadIdx.x == 0;  // issues and waits for the dQ tiles' reductions
   float* pending_dq = nullptr;                // the accumulator tile of the dQ tile staged last (pair n − 1)
   std::uint32_t pending_bytes = 0;            // its real rows' runs (padding rows are not added)
