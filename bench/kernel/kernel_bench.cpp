@@ -17,11 +17,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <vsa/vsa.hpp>
@@ -79,6 +81,36 @@ double median_ms(Run run) {
   return medians_ms(run)[0];
 }
 
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Standard normal bf16 values, the i-th drawn from a hash of (seed, i) by Box-Muller, on every
+// core: one std::mt19937 took ~10 s for the 10^8 values of a large case, most of each run of
+// this tool, while the timed launches take under a second.
+std::vector<__nv_bfloat16> normal_bf16(std::size_t count, std::uint64_t seed) {
+  std::vector<__nv_bfloat16> values(count);
+  const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t chunk = (count + threads - 1) / threads;
+  const auto fill = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint64_t bits = splitmix64(seed * 0x2545F4914F6CDD1Dull + i);
+      const double u1 = (static_cast<double>(bits >> 40) + 0.5) * 0x1p-24;
+      const double u2 = (static_cast<double>(bits & 0xFFFFFFu) + 0.5) * 0x1p-24;
+      const double x = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      values[i] = __float2bfloat16(static_cast<float>(x));
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t)
+    workers.emplace_back(fill, std::min(count, t * chunk), std::min(count, (t + 1) * chunk));
+  for (auto& worker : workers) worker.join();
+  return values;
+}
+
 std::int64_t arg(int argc, char** argv, int i, std::int64_t fallback) {
   return argc > i ? std::atoll(argv[i]) : fallback;
 }
@@ -94,9 +126,7 @@ int main(int argc, char** argv) {
   const std::int64_t seq = nk * block, elems = heads * seq * dim;
 
   std::mt19937_64 rng(1234);
-  std::normal_distribution<float> normal;
-  std::vector<__nv_bfloat16> qkv(3 * elems);
-  for (auto& x : qkv) x = __float2bfloat16(normal(rng));
+  const std::vector<__nv_bfloat16> qkv = normal_bf16(static_cast<std::size_t>(3 * elems), 1);
   std::vector<std::int32_t> idx(heads * nk * topk), num(heads * nk, static_cast<std::int32_t>(topk));
   std::vector<std::int32_t> all(nk);
   std::iota(all.begin(), all.end(), 0);
@@ -128,8 +158,7 @@ int main(int argc, char** argv) {
   float* d_lse = nullptr;
   check(cudaMalloc(&d_out, elems * sizeof(__nv_bfloat16)), "cudaMalloc out");
   check(cudaMalloc(&d_lse, heads * seq * sizeof(float)), "cudaMalloc lse");
-  std::vector<__nv_bfloat16> dout(elems);
-  for (auto& x : dout) x = __float2bfloat16(normal(rng));
+  const std::vector<__nv_bfloat16> dout = normal_bf16(static_cast<std::size_t>(elems), 2);
   __nv_bfloat16* d_dout = to_device(dout);
   __nv_bfloat16* d_grads = nullptr;
   check(cudaMalloc(&d_grads, 3 * elems * sizeof(__nv_bfloat16)), "cudaMalloc grads");
