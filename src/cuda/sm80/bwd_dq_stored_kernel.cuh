@@ -16,6 +16,7 @@
 
 #include "cuda/common/launch.cuh"
 #include "cuda/common/query_scheduler.cuh"
+#include "cuda/common/stored_ds.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm80/warp_mma.cuh"
 
@@ -43,8 +44,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __g
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
-  const int first_entry =
-      __ldg(p.k2q_offsets + static_cast<std::int64_t>(p.ds_first_unit) * p.kv_group * p.num_kv_blocks);
+  const int first_entry = stored_ds_first_entry(p);
   const int tile_shift = p.block == 2 * kTileRows ? 1 : 0;
   const int row_tile = static_cast<int>(blockIdx.x) & ((1 << tile_shift) - 1);  // of the query block
 
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __g
       const std::int64_t block = sched.block_of(t);
       const int valid = sched.valid_keys(t, block);
       const std::int64_t entry = __ldg(p.ds_slots + sched.list_entry(t)) - first_entry;
-      const std::int64_t tile = ((entry << tile_shift | row_tile) << tile_shift) | (t & ((1 << tile_shift) - 1));
+      const std::int64_t tile = stored_ds_tile(entry, row_tile, t & ((1 << tile_shift) - 1), tile_shift);
       const unsigned char* src = p.ds_tiles + tile * kStoredDsTileBytes;
       const std::uint32_t dst = ptx::smem_addr(ds_tile(stage));
 #pragma unroll

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
 
   KeyScheduler sched(p);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq
-  const int first_entry = kStoreDs ? sched.first_group_entry() : 0;
+  const int first_entry = kStoreDs ? stored_ds_first_entry(p) : 0;
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   Consumer consumer(static_cast<int>(threadIdx.x) / 32);
