@@ -51,10 +51,7 @@ DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim) {
   const bool stored = !any && std::strcmp(requested, "stored") == 0;
   if (!any && !atomic && !stored)
     throw Error(ErrorKind::invalid_argument, "VSA_CUDA_DQ", "atomic or stored (or unset)", requested);
-  if (stored && !is_hopper(family))
-    throw Error(ErrorKind::unsupported, "VSA_CUDA_DQ", "atomic on the portable kernels (they store no dS)",
-                requested);
-  if (deterministic) return is_hopper(family) ? DqMethod::stored_ds : DqMethod::recompute;
+  if (deterministic) return DqMethod::stored_ds;
   if (atomic || (any && (!is_hopper(family) || head_dim != 128))) return DqMethod::atomic;
   return DqMethod::stored_ds;
 }

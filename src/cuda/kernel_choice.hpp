@@ -18,16 +18,15 @@
 //
 // The backward forms dq one of three ways (docs/kernel-notes.md, "Backward"):
 // by fp32 reductions from the key pass (atomic, not bitwise repeatable), or
-// by a dQ pass that sums dS·K in list order (bitwise repeatable), either
-// recomputing dS (the portable kernels' deterministic path) or reading the
-// dSᵀ tiles the Hopper key pass stored in the workspace (stored_ds). The
-// Hopper kernels store dS always at head dim 128, where it is the fastest
-// (Wan 480p 5.77 against 6.03 ms atomic, 2026-12-03), and at head dim 64 when
-// asked to be deterministic (atomic: 3.73 against 4.04 ms); the portable
-// kernels reduce unless asked to be deterministic. VSA_CUDA_DQ=atomic|stored
-// overrides the Hopper kernels' choice where determinism is not asked for (to
-// compare the two; the portable kernels store no dS, so `stored` is an error
-// there). The stored tiles take 8 KB per listed (64-key, 64-row) pair, so the
+// by a dQ pass that sums dS·K in list order (bitwise repeatable) from the
+// dSᵀ tiles the key pass stored in the workspace (stored_ds; the portable
+// kernels' dQ pass that recomputes dS is what this branch measures it
+// against). The Hopper kernels store dS always at head dim 128, where it is
+// the fastest (Wan 480p 5.77 against 6.03 ms atomic, 2026-12-03), and at head
+// dim 64 when asked to be deterministic (atomic: 3.73 against 4.04 ms); the
+// portable kernels reduce unless asked to be deterministic. VSA_CUDA_DQ=
+// atomic|stored overrides the choice where determinism is not asked for (to
+// compare the two). The stored tiles take 8 KB per listed (64-key, 64-row) pair, so the
 // passes run over groups of (batch, kv head) whose tiles fit in
 // VSA_CUDA_DS_WORKSPACE_MB megabytes (default 4096; any group holds at least
 // one).

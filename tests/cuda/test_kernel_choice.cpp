@@ -94,7 +94,7 @@ TEST(DqMethod, EachFamilyAndHeadDim) {
   const test::ScopedEnv dq("VSA_CUDA_DQ", nullptr);
   for (const int d : {64, 128}) {
     EXPECT_EQ(dq_method_for(KernelFamily::sm80, false, d), DqMethod::atomic) << d;
-    EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::recompute) << d;
+    EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::stored_ds) << d;
     for (const KernelFamily family : {KernelFamily::sm90, KernelFamily::sm90_ws, KernelFamily::sm90_v1}) {
       EXPECT_EQ(dq_method_for(family, true, d), DqMethod::stored_ds) << kernel_family_name(family) << d;
       EXPECT_EQ(dq_method_for(family, false, d), d == 128 ? DqMethod::stored_ds : DqMethod::atomic)
@@ -111,17 +111,11 @@ TEST(DqMethod, OverrideFromTheEnvironment) {
       EXPECT_EQ(dq_method_for(KernelFamily::sm90, false, d), DqMethod::atomic) << d;
       EXPECT_EQ(dq_method_for(KernelFamily::sm90, true, d), DqMethod::stored_ds) << d;
       EXPECT_EQ(dq_method_for(KernelFamily::sm80, false, d), DqMethod::atomic) << d;
-      EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::recompute) << d;
+      EXPECT_EQ(dq_method_for(KernelFamily::sm80, true, d), DqMethod::stored_ds) << d;
     }
     const test::ScopedEnv dq("VSA_CUDA_DQ", "stored");
     EXPECT_EQ(dq_method_for(KernelFamily::sm90, false, d), DqMethod::stored_ds) << d;
-    try {
-      dq_method_for(KernelFamily::sm80, false, d);
-      FAIL() << "stored dS accepted on the portable kernels";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::unsupported);
-      EXPECT_EQ(e.argument(), "VSA_CUDA_DQ") << e.what();
-    }
+    EXPECT_EQ(dq_method_for(KernelFamily::sm80, false, d), DqMethod::stored_ds) << d;
   }
   const test::ScopedEnv dq("VSA_CUDA_DQ", "fast");
   try {

@@ -165,8 +165,13 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
       group.ds_first_unit = static_cast<int>(first);
       group.ds_tiles = base + ws.ds_tiles;
       const int count = static_cast<int>(std::min(ws.ds.units_per_group, ws.ds.units - first));
-      sm90::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
-      sm90::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
+      if (is_hopper(family)) {
+        sm90::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
+        sm90::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
+      } else {
+        sm80::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
+        sm80::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
+      }
     }
   } else if (is_hopper(family)) {  // atomic
     sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);

@@ -71,6 +71,21 @@ class BwdConsumer {
     store_key_rows<Elem, true>(sds, ds, key0_, row0_, lane_);
   }
 
+  // The stored-dS path: the chunks of the dSᵀ tile this warp wrote (its 32 keys' rows, its 32
+  // query rows: four 16-byte chunks of each) copied to the same place of the tile's image at
+  // `tile`, a lane per key row (the warp's own stores: a warp barrier, not a CTA one).
+  __device__ void copy_ds_rows(const Elem* sds, unsigned char* tile) const {
+    using KeyRowTile = SmemTile<Elem, kTileRows>;
+    __syncwarp();
+    const int key = key0_ + lane_;
+#pragma unroll
+    for (int c = 0; c < kWarpRows / 8; ++c) {
+      const int offset = KeyRowTile::offset(key, row0_ / 8 + c);
+      *reinterpret_cast<uint4*>(tile + offset * static_cast<int>(sizeof(Elem))) =
+          *reinterpret_cast<const uint4*>(sds + offset);
+    }
+  }
+
   // The rows of Pᵀ and dSᵀ this warp's dV and dK read (its 32 keys) come from this warp and
   // the one beside it (the same keys, the other 32 query rows): a barrier of those two warps.
   __device__ void sync_key_rows() const { ptx::named_barrier_sync(1 + warp_ / 2, 64); }

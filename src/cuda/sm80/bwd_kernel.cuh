@@ -3,7 +3,9 @@
 // that attend to it (the inverted lists, KeyScheduler), keeps the tile's dK
 // and dV in registers and writes them once. With a dQ accumulator, dS·K is
 // added into it (a row pass turns it into dq afterwards, backward/row_passes.cu);
-// without one, the dQ pass (bwd_dq_kernel.cuh) computes dq.
+// without one, a dQ pass computes dq: from the dSᵀ tiles this pass stores
+// (kStoreDs: each warp copies the chunks of the tile it wrote into the
+// workspace; bwd_dq_stored_kernel.cuh), or recomputing them (bwd_dq_kernel.cuh).
 //
 // Shared memory: K and V (resident), the Pᵀ and dSᵀ tiles, and one or two
 // stages of a query tile's Q, dO, lse and delta. With one stage (81 KB at
@@ -88,7 +90,9 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int rea
 // kStages = 2: the next pair's query tiles land in the other stage while this
 // pair is computed, from its start; kStages = 1: they land while its dQ is
 // computed, after every warp is done with dV and dK (a CTA barrier more).
-template <class Elem, int kHeadDim, bool kMeanGrads, int kStages>
+// kStoreDs: the stored-dS path (p.ds_tiles set), a kernel of its own so that
+// the others keep their code.
+template <class Elem, int kHeadDim, bool kMeanGrads, int kStages, bool kStoreDs>
 __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
   static_assert(kStages == 1 || kStages == 2);
   using Consumer = BwdConsumer<Elem, kHeadDim>;
@@ -107,14 +111,16 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   };
 
   KeyScheduler sched(p);
-  const bool add_dq = p.dq_accum != nullptr;  // else the dQ pass computes dq
+  const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq
+  const int first_entry = kStoreDs ? stored_ds_first_entry(p) : 0;
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
   Consumer consumer(static_cast<int>(threadIdx.x) / 32);
 
   PairRowsCache<Elem, kHeadDim> cache;
   BwdPair pair{};
-  bool have = valid > 0 && sched.next(pair);  // a tile with no real keys has all-zero gradients
+  int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
+  bool have = valid > 0 && sched.next(pair, entry);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
@@ -127,7 +133,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     ptx::cp_async_wait<0>();  // this pair's query tiles (and K, V) ...
     __syncthreads();          // ... for every thread; every warp is done with the last pair
     BwdPair next{};
-    const bool have_next = sched.next(next);
+    int next_entry = 0;
+    const bool have_next = sched.next(next, next_entry);
     const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
     const auto load_next = [&] {
       if (have_next) load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, stage(n + 1));
@@ -140,6 +147,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     consumer.gradients(s, dp, cur.lse, cur.delta, p.scale_log2, valid, real_rows);
     consumer.store(sp, sds, s, dp);
+    if constexpr (kStoreDs)
+      consumer.copy_ds_rows(sds, p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kTileRows * kTileRows * 2);
     if constexpr (kStages == 2) {
       if (add_dq)
         __syncthreads();  // Pᵀ and dSᵀ are whole (dQ reads all of dSᵀ)
@@ -155,6 +164,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     if (add_dq) consumer.add_dq(sds, sk, cache.rows(p, sched.batch(), pair).dq_accum, real_rows);
 
     pair = next;
+    entry = next_entry;
     have = have_next;
     ++n;
   }
@@ -197,12 +207,19 @@ void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStrea
   const int stages = bwd_stages<Elem, kHeadDim>(p.dq_accum != nullptr);
   with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
     constexpr bool kMeanGrads = decltype(mean_grads)::value;
-    if (stages == 2)
-      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 2>, bwd_smem_bytes<Elem, kHeadDim, 2>()>(
-          key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+    const auto launch = [&](auto store_ds) {
+      constexpr bool kStoreDs = decltype(store_ds)::value;
+      if (stages == 2)
+        launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 2, kStoreDs>, bwd_smem_bytes<Elem, kHeadDim, 2>()>(
+            key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+      else
+        launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 1, kStoreDs>, bwd_smem_bytes<Elem, kHeadDim, 1>()>(
+            key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+    };
+    if (p.ds_tiles != nullptr)
+      launch(std::true_type{});
     else
-      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 1>, bwd_smem_bytes<Elem, kHeadDim, 1>()>(
-          key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+      launch(std::false_type{});
   });
 }
 

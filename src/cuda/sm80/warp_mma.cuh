@@ -12,6 +12,8 @@
 //                                  the warps that computed P need not be the
 //                                  ones that use it (the portable key pass:
 //                                  dV += Pᵀ·dO, dK += dSᵀ·Q over 32 keys × D/2)
+//   warp_accumulate_transposed:    the same with P read transposed out of a
+//                                  Pᵀ tile (dQ += dS·K from a stored dSᵀ tile)
 //
 // warp_scores and warp_accumulate_shared run one loop (warp_mma_shared), which
 // reads B as stored or transposed.
@@ -31,17 +33,24 @@ namespace vsa::cuda::sm80 {
 
 // c += A · B over kDepth, both operands in swizzled shared tiles, read through
 // the lane's readers: A's row tile m at a_rows.at(16m, 2kk) (a [rows][kDepth]
-// tile); B's column tiles 2·pair and 2·pair + 1 at b_rows.at(16·pair, 2kk)
+// tile), or with kTransA at a_rows.at(16kk, 2m) from a [kDepth][rows] tile,
+// read transposed; B's column tiles 2·pair and 2·pair + 1 at b_rows.at(16·pair, 2kk)
 // from a [columns][kDepth] tile, or with kTransB at b_rows.at(16kk, 2·pair)
 // from a [kDepth][columns] tile, read transposed.
-template <class Elem, bool kTransB, int kDepth, int kRowTiles, int kColTiles, class ReaderA, class ReaderB>
+template <class Elem, bool kTransB, int kDepth, bool kTransA = false, int kRowTiles, int kColTiles, class ReaderA,
+          class ReaderB>
 __device__ __forceinline__ void warp_mma_shared(float (&c)[kRowTiles][kColTiles][4], const ReaderA& a_rows,
                                                 const ReaderB& b_rows) {
 #pragma unroll
   for (int kk = 0; kk < kDepth / 16; ++kk) {
     std::uint32_t a[kRowTiles][4];
 #pragma unroll
-    for (int m = 0; m < kRowTiles; ++m) ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
+    for (int m = 0; m < kRowTiles; ++m) {
+      if constexpr (kTransA)
+        ptx::ldmatrix_x4_trans(a[m], a_rows.at(16 * kk, 2 * m));
+      else
+        ptx::ldmatrix_x4(a[m], a_rows.at(16 * m, 2 * kk));
+    }
 #pragma unroll
     for (int pair = 0; pair < kColTiles / 2; ++pair) {
       std::uint32_t b[4];
@@ -116,6 +125,19 @@ __device__ __forceinline__ void warp_accumulate_shared(float (&c)[kRowTiles][kCo
   const SwizzledReader<Elem, kHeadDim> b_rows(sb + (col_tile0 >> 3) * 64, (lane % 8) + ((lane / 8) % 2) * 8,
                                               (lane / 16) ^ (col_tile0 & 7));
   warp_mma_shared<Elem, true, kDepth>(c, a_rows, b_rows);
+}
+
+// c += (query rows 16·row_tile.. of the transpose of `sa`, a [kDepth][kRows] tile) times `sb`
+// ([kDepth][kHeadDim]), over kDepth: the portable stored-dS dQ pass's dQ += dS·K, with dS read
+// transposed out of a stored dSᵀ tile. The row tile's chunk bits go into the A reader's swizzle
+// (2·row_tile is even and below 8), so its reads take chunk 0.
+template <class Elem, int kDepth, int kRows, int kHeadDim>
+__device__ __forceinline__ void warp_accumulate_transposed(float (&c)[1][kHeadDim / 8][4], const Elem* sa, int row_tile,
+                                                           const Elem* sb, int lane) {
+  static_assert(kRows <= 64, "the row tiles' chunks lie in one 128-byte run");
+  const SwizzledReader<Elem, kRows> a_rows(sa, (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) | (2 * row_tile));
+  const SwizzledReader<Elem, kHeadDim> b_rows(sb, (lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
+  warp_mma_shared<Elem, true, kDepth, true>(c, a_rows, b_rows);
 }
 
 }  // namespace vsa::cuda::sm80

@@ -1,0 +1,101 @@
+// The portable backward's dQ pass of the stored-dS path: a CTA of four warps
+// owns one 64-row query tile, walks its list like the forward
+// (QueryScheduler), and each warp adds dQ += dS·K for its 16 rows over every
+// tile, dS read transposed out of the dSᵀ tile the key pass stored for the
+// pair (bwd_kernel.cuh; the image is the Hopper path's, so one workspace
+// layout serves both families). Each row's sum runs in list order inside one
+// warp: bitwise repeatable, with nothing recomputed.
+//
+// Shared memory: three stages of (dSᵀ, K), 72 KB at D = 128 (within the 99 KB
+// of sm_86/89/120): the copies of the next two tiles are in flight while one
+// is multiplied. A tile of a block with no real keys (its key pass stored
+// nothing) is read as zeros.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/launch.cuh"
+#include "cuda/common/query_scheduler.cuh"
+#include "cuda/common/stored_ds.cuh"
+#include "cuda/sm80/bwd_epilogue.cuh"
+#include "cuda/sm80/warp_mma.cuh"
+
+namespace vsa::cuda::sm80 {
+
+constexpr int kDqStoredStages = 3;
+constexpr int kStoredDsTileBytes = kTileRows * kTileRows * 2;  // 16-bit elements
+
+template <class Elem, int kHeadDim>
+constexpr int bwd_dq_stored_smem_bytes() {
+  return kDqStoredStages * (kStoredDsTileBytes + kTileRows * kHeadDim * static_cast<int>(sizeof(Elem)));
+}
+
+template <class Elem, int kHeadDim, bool kMeanGrads>
+__global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __grid_constant__ BwdKernelParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kStageBytes = kStoredDsTileBytes + kTileRows * kHeadDim * static_cast<int>(sizeof(Elem));
+  const auto ds_tile = [&](int stage) { return reinterpret_cast<Elem*>(smem + stage * kStageBytes); };
+  const auto k_tile = [&](int stage) { return reinterpret_cast<Elem*>(smem + stage * kStageBytes + kStoredDsTileBytes); };
+
+  // The grid covers the query heads of the group's units (kernel_params.hpp).
+  const int head = p.ds_first_unit * p.kv_group + static_cast<int>(blockIdx.y);  // batch · H + query head
+  const QueryScheduler<kTileRows, BwdKernelParams> sched(p, head / p.heads, head % p.heads,
+                                                         static_cast<int>(blockIdx.x));
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
+  const int num_tiles = sched.num_tiles();
+  const int first_entry = stored_ds_first_entry(p);
+  const int tile_shift = p.block == 2 * kTileRows ? 1 : 0;
+  const int row_tile = static_cast<int>(blockIdx.x) & ((1 << tile_shift) - 1);  // of the query block
+
+  // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way).
+  const auto load = [&](int t, int stage) {
+    if (t < num_tiles) {
+      const std::int64_t block = sched.block_of(t);
+      const int valid = sched.valid_keys(t, block);
+      const std::int64_t entry = __ldg(p.ds_slots + sched.list_entry(t)) - first_entry;
+      const std::int64_t tile = stored_ds_tile(entry, row_tile, t & ((1 << tile_shift) - 1), tile_shift);
+      const unsigned char* src = p.ds_tiles + tile * kStoredDsTileBytes;
+      const std::uint32_t dst = ptx::smem_addr(ds_tile(stage));
+#pragma unroll
+      for (int i = 0; i < kStoredDsTileBytes / 16 / kBwdThreads; ++i) {
+        const int chunk = static_cast<int>(threadIdx.x) + i * kBwdThreads;
+        ptx::cp_async_16_or_zero(dst + 16 * chunk, src + 16 * chunk, valid > 0);
+      }
+      load_tile_async<Elem, kHeadDim, kBwdThreads>(k_tile(stage), rows.k + sched.first_key(t, block) * p.k_stride.seq,
+                                                    p.k_stride.seq, valid);
+    }
+    ptx::cp_async_commit();
+  };
+
+#pragma unroll
+  for (int t = 0; t < kDqStoredStages - 1; ++t) load(t, t);
+  float dq[1][kHeadDim / 8][4];
+#pragma unroll
+  for (int t = 0; t < kHeadDim / 8; ++t) dq[0][t][0] = dq[0][t][1] = dq[0][t][2] = dq[0][t][3] = 0.0f;
+  int stage = 0;  // tile t's: t % kDqStoredStages
+  for (int t = 0; t < num_tiles; ++t) {
+    ptx::cp_async_wait<kDqStoredStages - 2>();  // tile t has landed ...
+    __syncthreads();                             // ... for every thread; every warp is done with tile t − 1
+    load(t + kDqStoredStages - 1, stage == 0 ? kDqStoredStages - 1 : stage - 1);  // into tile t − 1's stage
+    warp_accumulate_transposed<Elem, kTileRows, kTileRows, kHeadDim>(dq, ds_tile(stage), warp, k_tile(stage), lane);
+    stage = stage == kDqStoredStages - 1 ? 0 : stage + 1;
+  }
+  ptx::cp_async_wait<0>();  // the copies past the list's end (none issued, but committed)
+  __syncthreads();          // and every warp is done with stage 0 before it is used for staging
+  write_warp_rows<Elem, kHeadDim>(dq, p.scale, warp, lane, ds_tile(0), rows.dq, p.dq_stride.seq, sched.real_rows(),
+                                  query_mean_grad_rows<kMeanGrads>(p, sched, kHeadDim));
+}
+
+// A CTA per 64-row query tile of the group's `query_heads` heads.
+template <class Elem, int kHeadDim>
+void launch_bwd_dq_stored(const BwdKernelParams& p, int query_heads, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(query_heads));
+  with_mean_grads(p.dq_mean != nullptr, [&](auto mean_grads) {
+    launch_kernel<bwd_dq_stored_kernel<Elem, kHeadDim, decltype(mean_grads)::value>,
+                  bwd_dq_stored_smem_bytes<Elem, kHeadDim>()>(grid, kBwdThreads, stream, p,
+                                                              "bwd_dq_stored_kernel (sm80)");
+  });
+}
+
+}  // namespace vsa::cuda::sm80
