@@ -16,15 +16,16 @@
 // place is taken, for 128-token blocks at head dim 128, by the kernel whose
 // CTA holds a whole query block (sm90/fwd_pair_kernel.cuh).
 //
-// The backward forms dq one of three ways (docs/kernel-notes.md, "Backward"):
+// The backward forms dq one of two ways (docs/kernel-notes.md, "Backward"):
 // by fp32 reductions from the key pass (atomic, not bitwise repeatable), or
 // by a dQ pass that sums dS·K in list order (bitwise repeatable) from the
-// dSᵀ tiles the key pass stored in the workspace (stored_ds; the portable
-// kernels' dQ pass that recomputes dS is what this branch measures it
-// against). The Hopper kernels store dS always at head dim 128, where it is
+// dSᵀ tiles the key pass stored in the workspace (stored_ds; it replaced dQ
+// passes that recomputed S and dP, 2026-12-03: portable Wan 480p 8.84 against
+// 9.99 ms). The Hopper kernels store dS always at head dim 128, where it is
 // the fastest (Wan 480p 5.77 against 6.03 ms atomic, 2026-12-03), and at head
 // dim 64 when asked to be deterministic (atomic: 3.73 against 4.04 ms); the
-// portable kernels reduce unless asked to be deterministic. VSA_CUDA_DQ=
+// portable kernels reduce unless asked to be deterministic (atomic: Wan 8.14
+// against 8.84 ms). VSA_CUDA_DQ=
 // atomic|stored overrides the choice where determinism is not asked for (to
 // compare the two). The stored tiles take 8 KB per listed (64-key, 64-row) pair, so the
 // passes run over groups of (batch, kv head) whose tiles fit in
@@ -45,7 +46,7 @@ KernelFamily kernel_family_for(int compute_capability);
 
 const char* kernel_family_name(KernelFamily k);
 
-enum class DqMethod { atomic, recompute, stored_ds };
+enum class DqMethod { atomic, stored_ds };
 
 DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim);
 

@@ -155,7 +155,6 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.scale_log2 = scale * kLog2e;
   kp.scale = scale;
   const int kv_tiles = static_cast<int>(s.num_kv_blocks * (s.block / 64));  // 64-key tiles
-  const int batch = static_cast<int>(s.batch);
   const int units = static_cast<int>(s.batch * s.kv_heads);
   if (method == DqMethod::stored_ds) {
     for (std::int64_t g = 0; g < ws.ds.groups(); ++g) {
@@ -177,7 +176,6 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
     sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
   } else {
     sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
-    if (!atomic_dq) sm80::launch_bwd_dq<Elem, kHeadDim>(kp, batch, stream);
   }
   if (atomic_dq) launch_dq_finish<Elem, kHeadDim>(rows, stream);
 }

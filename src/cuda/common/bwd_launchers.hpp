@@ -12,9 +12,8 @@
 #include "cuda/common/kernel_params.hpp"
 
 // launch_bwd: the key pass; grid: num_kv_tiles (NK · blk/64) × units (batch · kv heads, or a
-// group of them). launch_bwd_dq (the portable family): the dQ pass that recomputes dS; grid:
-// 64-row query tiles × heads × batch. launch_bwd_dq_stored (the Hopper family): the dQ pass over
-// the stored dSᵀ tiles; grid: 64-row query tiles × the group's query heads.
+// group of them). launch_bwd_dq_stored: the dQ pass over the stored dSᵀ tiles; grid: 64-row
+// query tiles × the group's query heads.
 #define VSA_BWD_LAUNCHER_INSTANCES(Launcher, Elem, D, ...) \
   extern template void Launcher<Elem, D>(const BwdKernelParams&, __VA_ARGS__, cudaStream_t);
 #define VSA_DECLARE_BWD_LAUNCHER(Launcher, ...)                                 \

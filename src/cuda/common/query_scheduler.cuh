@@ -166,15 +166,6 @@ __device__ __forceinline__ MeanGradRows query_mean_grad_rows(
                         query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block), sched.real_rows(), head_dim);
 }
 
-// The lse and delta of the two rows a thread holds in an m16n8 fragment
-// (rows r and r + 8 of its warp's 16), kept in registers by the dQ pass.
-struct RowStats {
-  float lse[2], delta[2];
-  __device__ RowStats(const BwdKernelParams& p, std::int64_t stat_of_row)
-      : lse{__ldg(p.lse + stat_of_row), __ldg(p.lse + stat_of_row + 8)},
-        delta{__ldg(p.delta + stat_of_row), __ldg(p.delta + stat_of_row + 8)} {}
-};
-
 // The grid of a kernel with a CTA per kCtaRows-row query tile: tiles × heads × batch.
 template <int kCtaRows, class Params>
 inline dim3 query_tile_grid(const Params& p, int batch) {

@@ -83,25 +83,6 @@ __device__ __forceinline__ void scores_to_gradients(KeyRowScores<kKeyTiles, kRow
     step(std::true_type{});
 }
 
-// The dQ pass's view of the same step: rows are the warp's query rows
-// (16·warp + lane/4 and + 8, whose lse and delta the thread holds), columns
-// are keys 8t + 2·(lane%4) (+1) of the tile; keys at or past `valid` get
-// P = dS = 0.
-__device__ __forceinline__ void query_scores_to_gradients(BwdScores& s, BwdScores& dp, const float (&lse)[2],
-                                                          const float (&delta)[2], float scale_log2, int valid,
-                                                          int lane) {
-#pragma unroll
-  for (int t = 0; t < kBwdRowTiles; ++t) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const bool real = 8 * t + 2 * (lane % 4) + (e & 1) < valid;
-      const float p = ptx::exp2_fast(fmaf(s[0][t][e], scale_log2, -lse[e / 2]));
-      s[0][t][e] = real ? p : 0.0f;
-      dp[0][t][e] = real ? p * (dp[0][t][e] - delta[e / 2]) : 0.0f;
-    }
-  }
-}
-
 // A warp's fragments (Pᵀ or dSᵀ) into a [64 keys][64 rows] tile. The tile is
 // 128-byte aligned and its rows are 128 bytes, so chunk c of a row (at c ^ row % 8)
 // is the row's chunk-0 address XOR 16·c, and rows key + 8 and key + 16 (the same row % 8) are

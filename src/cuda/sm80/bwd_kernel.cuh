@@ -1,19 +1,18 @@
 // The portable (sm_80+) block-sparse backward, key pass: a CTA of four warps
 // owns one 64-key tile of one (batch, kv head), walks the query row tiles
 // that attend to it (the inverted lists, KeyScheduler), keeps the tile's dK
-// and dV in registers and writes them once. With a dQ accumulator, dS·K is
-// added into it (a row pass turns it into dq afterwards, backward/row_passes.cu);
-// without one, a dQ pass computes dq: from the dSᵀ tiles this pass stores
-// (kStoreDs: each warp copies the chunks of the tile it wrote into the
-// workspace; bwd_dq_stored_kernel.cuh), or recomputing them (bwd_dq_kernel.cuh).
+// and dV in registers and writes them once. dS·K is added into a dQ
+// accumulator (a row pass turns it into dq afterwards, backward/row_passes.cu),
+// or, with kStoreDs, each warp copies the chunks of the dSᵀ tile it wrote into
+// the workspace and a dQ pass sums dq from them (bwd_dq_stored_kernel.cuh).
 //
 // Shared memory: K and V (resident), the Pᵀ and dSᵀ tiles, and one or two
 // stages of a query tile's Q, dO, lse and delta. With one stage (81 KB at
 // D = 128, so it launches on every GPU from sm_80 on, the 99 KB of
 // sm_86/89/120 included, two CTAs per SM on sm_80 and sm_90) the next pair's
 // Q/dO land while this pair's dQ = dS·K runs and its sums go out; without a
-// dQ product they would land under nothing, so the deterministic path takes
-// two stages (113 KB) where two CTAs still fit (bwd_stages).
+// dQ product (kStoreDs) they would land under nothing, so the stored-dS path
+// takes two stages (113 KB) where two CTAs still fit (bwd_stages).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -90,11 +89,11 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int rea
 // kStages = 2: the next pair's query tiles land in the other stage while this
 // pair is computed, from its start; kStages = 1: they land while its dQ is
 // computed, after every warp is done with dV and dK (a CTA barrier more).
-// kStoreDs: the stored-dS path (p.ds_tiles set), a kernel of its own so that
-// the others keep their code.
+// kStoreDs: the stored-dS path (p.ds_tiles set, no dQ accumulator), a kernel
+// of its own so that the atomic one keeps its code.
 template <class Elem, int kHeadDim, bool kMeanGrads, int kStages, bool kStoreDs>
 __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
-  static_assert(kStages == 1 || kStages == 2);
+  static_assert(kStages == 1 || (kStages == 2 && kStoreDs), "two stages only without the dQ product");
   using Consumer = BwdConsumer<Elem, kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kTile = kTileRows * kHeadDim;
@@ -111,7 +110,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   };
 
   KeyScheduler sched(p);
-  const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq
+  constexpr bool kAddDq = !kStoreDs;  // else the dQ pass computes dq
   const int first_entry = kStoreDs ? stored_ds_first_entry(p) : 0;
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
@@ -150,10 +149,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     if constexpr (kStoreDs)
       consumer.copy_ds_rows(sds, p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kTileRows * kTileRows * 2);
     if constexpr (kStages == 2) {
-      if (add_dq)
-        __syncthreads();  // Pᵀ and dSᵀ are whole (dQ reads all of dSᵀ)
-      else
-        consumer.sync_key_rows();  // this warp's keys' rows of Pᵀ and dSᵀ are whole
+      consumer.sync_key_rows();  // this warp's keys' rows of Pᵀ and dSᵀ are whole
       consumer.accumulate(sp, sds, cur.q, cur.dout);
     } else {
       consumer.sync_key_rows();  // this warp's keys' rows of Pᵀ and dSᵀ are whole
@@ -161,7 +157,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
       __syncthreads();  // every warp is done with Q, dO, lse, delta; dSᵀ is whole
       load_next();
     }
-    if (add_dq) consumer.add_dq(sds, sk, cache.rows(p, sched.batch(), pair).dq_accum, real_rows);
+    if constexpr (kAddDq) consumer.add_dq(sds, sk, cache.rows(p, sched.batch(), pair).dq_accum, real_rows);
 
     pair = next;
     entry = next_entry;
@@ -184,13 +180,13 @@ int bwd_ctas_per_sm(int sm_smem, int reserved_per_cta) {
   return ctas < 2 ? ctas : 2;
 }
 
-// The query stages of the key pass (H200, 2026-12-02): with dQ, one (the copy lands under the
-// dQ product; two were 0.5-2 % slower); without (the deterministic path), two where they leave as
-// many CTAs per SM as one (sm_90's 228 KB: two CTAs at D = 128; sm_80's 164 KB: at D = 64 only),
-// since the copy would land under nothing (2.7 % faster).
+// The query stages of the stored-dS key pass (H200, 2026-12-02, measured when that pass left
+// dq to a dQ pass that recomputed dS): two where they leave as many CTAs per SM as one (sm_90's
+// 228 KB: two CTAs at D = 128; sm_80's 164 KB: at D = 64 only), since with no dQ product the
+// copy would land under nothing (2.7 % faster). The atomic key pass takes one: its copy lands
+// under the dQ product (two stages were 0.5-2 % slower).
 template <class Elem, int kHeadDim>
-int bwd_stages(bool add_dq) {
-  if (add_dq) return 1;
+int stored_ds_stages() {
   int device = 0, sm_smem = 0, reserved = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
@@ -204,22 +200,20 @@ int bwd_stages(bool add_dq) {
 
 template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStream_t stream) {
-  const int stages = bwd_stages<Elem, kHeadDim>(p.dq_accum != nullptr);
   with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
     constexpr bool kMeanGrads = decltype(mean_grads)::value;
-    const auto launch = [&](auto store_ds) {
-      constexpr bool kStoreDs = decltype(store_ds)::value;
-      if (stages == 2)
-        launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 2, kStoreDs>, bwd_smem_bytes<Elem, kHeadDim, 2>()>(
-            key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
-      else
-        launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, 1, kStoreDs>, bwd_smem_bytes<Elem, kHeadDim, 1>()>(
-            key_tile_grid(num_kv_tiles, units), kBwdThreads, stream, p, "bwd_kernel (sm80)");
+    const auto launch = [&](auto stages, auto store_ds) {
+      constexpr int kStages = decltype(stages)::value;
+      launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, kStages, decltype(store_ds)::value>,
+                    bwd_smem_bytes<Elem, kHeadDim, kStages>()>(key_tile_grid(num_kv_tiles, units), kBwdThreads,
+                                                               stream, p, "bwd_kernel (sm80)");
     };
-    if (p.ds_tiles != nullptr)
-      launch(std::true_type{});
+    if (p.ds_tiles == nullptr)
+      launch(std::integral_constant<int, 1>{}, std::false_type{});
+    else if (stored_ds_stages<Elem, kHeadDim>() == 2)
+      launch(std::integral_constant<int, 2>{}, std::true_type{});
     else
-      launch(std::false_type{});
+      launch(std::integral_constant<int, 1>{}, std::true_type{});
   });
 }
 
