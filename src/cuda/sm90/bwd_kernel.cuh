@@ -8,11 +8,6 @@
 //                              tile, K as an MN-major operand (only with an
 //                              accumulator)
 //
-// A query tile of at most 32 (16) real rows (padding rows past
-// q_variable_block_sizes, its last ones) takes the first four products on
-// its real rows only: m64n32 (m64n16) and two (one) k16 steps
-// (with_tile_width).
-//
 // Without an accumulator (the stored-dS path) each warp stores its 16 keys'
 // rows of the dSᵀ tile (2 KB of the shared tile's image) into the workspace
 // by one bulk copy, and the dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K.
@@ -92,11 +87,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
   bool have = valid > 0 && sched.next(pair, entry);  // a tile with no real keys has all-zero gradients
-  int real_rows = have ? sched.real_rows(pair) : 0;   // of the query tile; the rest are padding
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), real_rows, p, stage_of(0));
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), sched.real_rows(pair), p,
+                              stage_of(0));
   }
   ptx::cp_async_commit();
   int n = 0;  // pairs done
@@ -123,8 +118,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     const float* s_delta = s_lse + kTileRows;
 
     sm80::BwdScores s, dp;
-    with_tile_width(real_rows, [&](auto rows) { pair_scores<kBf16, kHeadDim, decltype(rows)::value>(sk, sv, stage, s, dp); });
+    pair_scores<kBf16, kHeadDim>(sk, sv, stage, s, dp);
 
+    const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, 0, lane, real_rows);
     std::uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
     pack_a<Elem>(s, pa);
@@ -147,9 +143,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
         bulk_commit();
       }
     }
-    with_tile_width(real_rows, [&](auto rows) {
-      issue_key_grads<kBf16, kHeadDim, decltype(rows)::value>(dv, dk, pa, dsa, stage);
-    });
+    issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
     if (add_dq) {  // while dV and dK are computed
       if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left the other stage ...
       __syncthreads();                       // ... for every thread; dSᵀ is whole
@@ -171,7 +165,6 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
     pair = next;
     entry = next_entry;
-    real_rows = next_real_rows;
     have = have_next;
   }
   if (pending_dq != nullptr) {  // the last pair's dQ tile, in stage (n − 1) & 1

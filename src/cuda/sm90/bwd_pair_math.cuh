@@ -47,34 +47,28 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int rea
 }
 
 // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, both operands from shared memory), waited for.
-// kRows < 64 (a query tile of at most 16 or 32 real rows, its first ones: m64n16 or m64n32)
-// multiplies those rows only and sets the other columns to 0 (the mask selects 0 there anyway).
-template <bool kBf16, int kHeadDim, int kRows = kTileRows>
+template <bool kBf16, int kHeadDim>
 __device__ __forceinline__ void pair_scores(std::uint32_t sk, std::uint32_t sv, const PairStage<kHeadDim>& stage,
                                             sm80::BwdScores& s, sm80::BwdScores& dp) {
   float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
   float(&dp_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(dp);
-  float(&s_rows)[kRows / 2] = reinterpret_cast<float(&)[kRows / 2]>(s);
-  float(&dp_rows)[kRows / 2] = reinterpret_cast<float(&)[kRows / 2]>(dp);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk)
-    wgmma_ss<kBf16, kRows>(s_rows, k_major_desc<kHeadDim>(sk, kk), k_major_desc<kHeadDim>(stage.q, kk), kk > 0);
+    wgmma_ss<kBf16, kTileRows>(s_flat, k_major_desc<kHeadDim>(sk, kk), k_major_desc<kHeadDim>(stage.q, kk), kk > 0);
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk)
-    wgmma_ss<kBf16, kRows>(dp_rows, k_major_desc<kHeadDim>(sv, kk), k_major_desc<kHeadDim>(stage.dout, kk), kk > 0);
+    wgmma_ss<kBf16, kTileRows>(dp_flat, k_major_desc<kHeadDim>(sv, kk), k_major_desc<kHeadDim>(stage.dout, kk),
+                               kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s_flat);
   fence_registers(dp_flat);
-#pragma unroll
-  for (int i = kRows / 2; i < kTileRows / 2; ++i) s_flat[i] = dp_flat[i] = 0.0f;
 }
 
 // dV += Pᵀ·dO and dK += dSᵀ·Q (m64nD, Pᵀ and dSᵀ as register A operands),
-// issued and committed, not waited for: they read the stage's dO and Q. Over
-// the tile's first kRows query rows (16-row steps; the rest are padding).
-template <bool kBf16, int kHeadDim, int kRows = kTileRows>
+// issued and committed, not waited for: they read the stage's dO and Q.
+template <bool kBf16, int kHeadDim>
 __device__ __forceinline__ void issue_key_grads(float (&dv)[kHeadDim / 2], float (&dk)[kHeadDim / 2],
                                                 const std::uint32_t (&pa)[kTileRows / 16][4],
                                                 const std::uint32_t (&dsa)[kTileRows / 16][4],
@@ -83,10 +77,10 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[kHeadDim / 2], float
   fence_registers(dk);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kRows / 16; ++kk)
+  for (int kk = 0; kk < kTileRows / 16; ++kk)
     wgmma_rs<kBf16, kHeadDim>(dv, pa[kk], mn_major_desc<kHeadDim>(stage.dout, kk), 1);
 #pragma unroll
-  for (int kk = 0; kk < kRows / 16; ++kk)
+  for (int kk = 0; kk < kTileRows / 16; ++kk)
     wgmma_rs<kBf16, kHeadDim>(dk, dsa[kk], mn_major_desc<kHeadDim>(stage.q, kk), 1);
   wgmma_commit();
 }

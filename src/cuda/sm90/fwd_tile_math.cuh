@@ -55,16 +55,30 @@ struct FwdTileMath {
   // no real keys, so every tile issues the same products (ptxas serializes
   // products behind a branch it cannot follow).
   std::uint32_t p_prev[kKeys / 16][4];
+  typename Consumer::template ScoresOf<kKeys / 16> s_half;
+  typename Consumer::template ScoresOf<kKeys / 32> s_quarter;
 
   __device__ explicit FwdTileMath(int warp) : consumer(warp) {}
 
   __device__ float (&o())[kHeadDim / 2] {
     return reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
   }
-  // The scores of the tile's kWidth keys multiplied (its first kWidth/8 column tiles).
+  // The scores of the tile's kWidth keys multiplied: s, or for a narrow tile
+  // an array of its own (as part of s, its m64n16/m64n32 products were
+  // serialized by ptxas: C7511, "insufficient register resources for the
+  // wgmma pipeline").
+  template <int kWidth = kKeys>
+  __device__ typename Consumer::template ScoresOf<kWidth / 8>& scores() {
+    if constexpr (kWidth == kKeys)
+      return s;
+    else if constexpr (kWidth == kKeys / 2)
+      return s_half;
+    else
+      return s_quarter;
+  }
   template <int kWidth = kKeys>
   __device__ float (&s_flat())[kWidth / 2] {
-    return reinterpret_cast<float(&)[kWidth / 2]>(s);
+    return reinterpret_cast<float(&)[kWidth / 2]>(scores<kWidth>());
   }
 
   // S = Q·Kᵀ alone, waited for: every tile of a serial loop, tile 0 of an overlapped one.
@@ -111,8 +125,7 @@ struct FwdTileMath {
   template <int kWidth = kKeys, class Then>
   __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
     static_assert(kWidth == kKeys || !kSoftmaxUnderPv, "narrow tiles in the serial order only");
-    using Narrow = typename Consumer::template ScoresOf<kWidth / 8>;
-    Narrow& scores = reinterpret_cast<Narrow&>(s);
+    auto& scores = this->scores<kWidth>();
     bool grew = false;
     if constexpr (kSoftmaxUnderPv) {
       // With this branch's zeros the exponentials land outside S's registers

@@ -17,9 +17,11 @@
 // the caller's padding holds (0 · NaN would be NaN), and no thread touches
 // the tile. A block with vbs = 0 is one whole box of zeros.
 //
-// A tile of at most 32 (16) real keys is multiplied over the last 32 (16)
-// rows of its K and V tiles only (fwd_tile_math.cuh): the products and the
-// softmax of a partial block shrink with its keys.
+// At D = 64 a tile of at most 32 (16) real keys is multiplied over the last
+// 32 (16) rows of its K and V tiles only (fwd_tile_math.cuh): the products
+// and the softmax of a partial block shrink with its keys. At D = 128 the
+// kernel holds 128 registers for its four CTAs per SM, and with the narrow
+// steps beside the whole ones ptxas spilled and serialized the products.
 //
 // Loop order: S(t) = Q·K(t)ᵀ, the softmax of tile t, O += P(t)·V(t), each
 // product waited for (ThunderKittens' order), so a warp holds no product in
@@ -138,7 +140,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
       __syncthreads();  // every warp's P·V(t) has read V(t): the buffer takes V(t+1)
       if (producer && t + 1 < num_tiles) request_v(next);
     };
-    with_tile_width(tile.valid, steps);
+    if constexpr (kHeadDim == 64)
+      with_tile_width(tile.valid, steps);
+    else  // 128 registers at D = 128 (four CTAs per SM): a second shape of S spilled and serialized
+      steps(std::integral_constant<int, kTileRows>{});
     tile = next;
   }
   __syncthreads();  // every warp's products are done reading Q and V
