@@ -3,11 +3,13 @@
 // The full benchmark with peers is `vsa bench`; this one is for iterating on
 // kernels. The backward counts 2.5x the forward's FLOPs (FastVideo's rule).
 //
-//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0/1/2] [only]
+//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0-3] [only]
 //
 // partial: 0 every block whole; 1 every fifth block 48 of 64 tokens; 2 the
 // Wan 480p latent's tiling (21×30×52 in 4×4×4 tiles: 624 blocks, a quarter
-// of them holding 8, 16 or 32 tokens; needs num_blocks 624 and block 64).
+// of them holding 8, 16 or 32 tokens; needs num_blocks 624 and block 64) for
+// the keys; 3 the same for the queries too (q_variable_block_sizes), as the
+// VSA layer's self-attention passes it.
 //
 // only: 0 times everything; 1 the forward (with and without lse), 2 the
 // backward, 3 the deterministic backward alone (so a profiler sees one kind of
@@ -139,9 +141,9 @@ int main(int argc, char** argv) {
   std::vector<std::int32_t> vbs(nk, static_cast<std::int32_t>(block));
   if (partial == 1)
     for (std::int64_t j = 4; j < nk; j += 5) vbs[j] = static_cast<std::int32_t>(block * 3 / 4);
-  if (partial == 2) {
+  if (partial >= 2) {
     if (nk != 6 * 8 * 13 || block != 64) {
-      std::fprintf(stderr, "partial 2 (the Wan 480p tiling) needs num_blocks 624 and block 64\n");
+      std::fprintf(stderr, "partial 2 and 3 (the Wan 480p tiling) need num_blocks 624 and block 64\n");
       return 1;
     }
     for (std::int64_t j = 0; j < nk; ++j) {  // tiles (t, h, w), t outermost; the last t and h tiles are cut
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
   p.in.q2k_idx = TensorRef::contiguous(d_idx, vsa::DType::i32, {1, heads, nk, topk}, cuda);
   p.in.q2k_num = TensorRef::contiguous(d_num, vsa::DType::i32, {1, heads, nk}, cuda);
   p.in.variable_block_sizes = TensorRef::contiguous(d_vbs, vsa::DType::i32, {nk}, cuda);
+  if (partial == 3) p.in.q_variable_block_sizes = p.in.variable_block_sizes;
   p.out = TensorRef::contiguous(d_out, vsa::DType::bf16, {1, heads, seq, dim}, cuda);
   p.lse = TensorRef::contiguous(d_lse, vsa::DType::f32, {1, heads, seq}, cuda);
 

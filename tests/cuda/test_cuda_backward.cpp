@@ -89,16 +89,17 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardMeanGrads,
                          case_and_path_name);
 
 // Blocks cut on both sides of every boundary a kernel steps over: the 16-key
-// rows of a warp, the 64-key tiles (blk = 128), the block end; each query
-// block lists every KV block.
+// rows of a warp, the 16- and 32-key widths of the Hopper dQ pass's partial
+// tiles, the 64-key tiles (blk = 128), the block end; each query block lists
+// every KV block.
 class CudaBackwardPartialBlocks : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
 TEST_P(CudaBackwardPartialBlocks, EveryCutMatchesReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const auto [head_dim, block, deterministic] = GetParam();
   const std::vector<std::int64_t> cuts =
-      block == 64 ? std::vector<std::int64_t>{1, 15, 16, 17, 33, 63, 64}
-                  : std::vector<std::int64_t>{1, 16, 63, 64, 65, 80, 127, 128};
+      block == 64 ? std::vector<std::int64_t>{1, 15, 16, 17, 31, 32, 33, 63, 64}
+                  : std::vector<std::int64_t>{1, 16, 17, 32, 33, 63, 64, 65, 80, 81, 96, 97, 127, 128};
   const AttentionCase c = partial_blocks_case(head_dim, block, cuts);
   AttentionProblem problem(c, next_seed());
   list_every_block(problem, c, cuts);

@@ -55,15 +55,16 @@ TEST_P(CudaForward, WithoutLseLeavesLseUntouched) { run(false); }
 INSTANTIATE_TEST_SUITE_P(Cases, CudaForward, ::testing::ValuesIn(attention_cases()), case_name);
 
 // Blocks cut on both sides of every boundary the kernel steps over: its
-// 32-key scoring steps (D = 64), its 64-key tiles (blk = 128), the block end.
+// 32-key scoring steps (D = 64), the 16- and 32-key widths of the Hopper
+// forward's partial tiles, its 64-key tiles (blk = 128), the block end.
 class CudaPartialBlocks : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(CudaPartialBlocks, EveryCutMatchesReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const auto [head_dim, block] = GetParam();
   const std::vector<std::int64_t> cuts =
-      block == 64 ? std::vector<std::int64_t>{1, 31, 32, 33, 63, 64}
-                  : std::vector<std::int64_t>{1, 31, 32, 33, 63, 64, 65, 95, 96, 97, 127, 128};
+      block == 64 ? std::vector<std::int64_t>{1, 15, 16, 17, 31, 32, 33, 63, 64}
+                  : std::vector<std::int64_t>{1, 16, 17, 31, 32, 33, 63, 64, 65, 80, 81, 95, 96, 97, 127, 128};
   const AttentionCase c = partial_blocks_case(head_dim, block, cuts);
   AttentionProblem problem(c, next_seed());
   list_every_block(problem, c, cuts);

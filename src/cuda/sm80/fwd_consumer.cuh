@@ -33,6 +33,10 @@ class FwdConsumer {
   static constexpr int kDimTiles = kHeadDim / 8;     // 8-wide column tiles of O
   using Tile = SmemTile<Elem, kHeadDim>;
   using Scores = float[kRowTiles][kKeyTiles][4];
+  // The scores of fewer keys (kTiles 8-key tiles: the Hopper forward's tiles of partial blocks,
+  // multiplied over their real keys' rows only); the steps below take either.
+  template <int kTiles>
+  using ScoresOf = float[kRowTiles][kTiles][4];
 
   __device__ explicit FwdConsumer(int warp) : warp_row0_(warp * kWarpRows), lane_(threadIdx.x % 32) {
 #pragma unroll
@@ -51,12 +55,14 @@ class FwdConsumer {
   }
 
   // Keys at tile offset >= valid do not exist for this block (vbs).
-  __device__ void mask_keys(Scores& s, int valid) const {
+  template <int kTiles>
+  __device__ void mask_keys(ScoresOf<kTiles>& s, int valid) const {
     mask_keys_where(s, [valid](int key) { return key >= valid; });
   }
   // Keys at tile offset < first do not exist (a tile whose real keys were
   // loaded into its last rows: sm90::request_key_tile).
-  __device__ void mask_keys_before(Scores& s, int first) const {
+  template <int kTiles>
+  __device__ void mask_keys_before(ScoresOf<kTiles>& s, int first) const {
     mask_keys_where(s, [first](int key) { return key < first; });
   }
 
@@ -72,7 +78,8 @@ class FwdConsumer {
   // max grew on any row of the warp, and then the factors O must be
   // multiplied by once that P·V is done (rescale_o). A tile whose keys are
   // all masked (-inf) gives P = 0 and leaves the running max as it was.
-  __device__ bool softmax_scores(Scores& s, float scale_log2, float (&correction)[kRowSlots]) {
+  template <int kTiles>
+  __device__ bool softmax_scores(ScoresOf<kTiles>& s, float scale_log2, float (&correction)[kRowSlots]) {
     float new_max[kRowSlots];
     row_maxima(s, new_max);
     bool grew = false;
@@ -90,7 +97,7 @@ class FwdConsumer {
       const float shift = new_max[r] == -INFINITY ? 0.0f : new_max[r];
       sum[r] = 0.0f;
 #pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) {
+      for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
           s[m][t][e] = ptx::exp2_fast(fmaf(s[m][t][e], scale_log2, -shift));
@@ -144,12 +151,12 @@ class FwdConsumer {
 
  private:
   // The scores of the keys (tile offsets) for which `absent` holds become −∞.
-  template <class Absent>
-  __device__ void mask_keys_where(Scores& s, Absent absent) const {
+  template <int kTiles, class Absent>
+  __device__ void mask_keys_where(ScoresOf<kTiles>& s, Absent absent) const {
 #pragma unroll
     for (int m = 0; m < kRowTiles; ++m)
 #pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t)
+      for (int t = 0; t < kTiles; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           if (absent(t * 8 + 2 * (lane_ % 4) + (e & 1))) s[m][t][e] = -INFINITY;
@@ -160,21 +167,25 @@ class FwdConsumer {
   // tree of the four, and the shuffles of all rows together: a quarter of a
   // single chain's dependent steps, with four live partials per row where a
   // full tree keeps one per key tile. (Measured: no change in time on the
-  // kernels that use it; fewer instructions.)
-  __device__ void row_maxima(const Scores& s, float (&row_max)[kRowSlots]) const {
-    constexpr int kChains = 4;
-    static_assert(kKeyTiles % kChains == 0, "whole chains");
+  // kernels that use it; fewer instructions.) Two tiles (16 keys) make two chains.
+  template <int kTiles>
+  __device__ void row_maxima(const ScoresOf<kTiles>& s, float (&row_max)[kRowSlots]) const {
+    constexpr int kChains = kTiles < 4 ? kTiles : 4;
+    static_assert(kTiles % kChains == 0 && kChains % 2 == 0, "whole chains, in pairs");
     float part[kRowSlots][kChains];
 #pragma unroll
     for (int r = 0; r < kRowSlots; ++r)
 #pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) {
+      for (int t = 0; t < kTiles; ++t) {
         const float pair = fmaxf(s[r / 2][t][2 * (r % 2)], s[r / 2][t][2 * (r % 2) + 1]);
         part[r][t % kChains] = t < kChains ? pair : fmaxf(part[r][t % kChains], pair);
       }
 #pragma unroll
     for (int r = 0; r < kRowSlots; ++r) {
-      row_max[r] = fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+      if constexpr (kChains == 4)
+        row_max[r] = fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+      else
+        row_max[r] = fmaxf(part[r][0], part[r][1]);
     }
 #pragma unroll
     for (int lanes = 1; lanes < 4; lanes *= 2)

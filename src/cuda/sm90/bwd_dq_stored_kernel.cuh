@@ -8,8 +8,11 @@
 //
 // Shared memory: three stages of (dSᵀ, K), 72 KB at D = 128, so three CTAs
 // share an SM; the copies of the next two tiles are in flight while one is
-// multiplied. A tile of a block with no real keys (vbs = 0: its key pass
-// stored nothing) is read as zeros.
+// multiplied. Only a tile's real keys' rows of dSᵀ are read (the others are
+// zeros, as are its K rows past them), and a tile of at most 16 (32) real
+// keys is multiplied over its first 16 (32) keys only: a partial block's
+// bytes and products shrink with its keys. A tile of a block with no real
+// keys (vbs = 0: its key pass stored nothing) is all zeros.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,28 +64,32 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
   const int tile_shift = p.block == 2 * kTileRows ? 1 : 0;
   const int row_tile = static_cast<int>(blockIdx.x) & ((1 << tile_shift) - 1);  // of the query block
 
-  // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way).
+  // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way);
+  // returns its real keys.
   const auto load = [&](int t, int stage) {
+    int valid = 0;
     if (t < num_tiles) {
       const StoredDsStage<kHeadDim> dst = stage_of(stage);
       const std::int64_t block = sched.block_of(t);
-      const int valid = sched.valid_keys(t, block);
+      valid = sched.valid_keys(t, block);
       const std::int64_t entry = __ldg(p.ds_slots + sched.list_entry(t)) - first_entry;
       const std::int64_t tile = stored_ds_tile(entry, row_tile, t & ((1 << tile_shift) - 1), tile_shift);
       const unsigned char* src = p.ds_tiles + tile * SwizzledTile<kTileRows>::kBytes;
       constexpr int kChunks = SwizzledTile<kTileRows>::kBytes / 16;
 #pragma unroll
       for (int i = 0; i < kChunks / kWarpgroupThreads; ++i) {
-        const int chunk = static_cast<int>(threadIdx.x) + i * kWarpgroupThreads;
-        ptx::cp_async_16_or_zero(dst.ds + 16 * chunk, src + 16 * chunk, valid > 0);
+        const int chunk = static_cast<int>(threadIdx.x) + i * kWarpgroupThreads;  // of key row chunk / 8
+        ptx::cp_async_16_or_zero(dst.ds + 16 * chunk, src + 16 * chunk, chunk / 8 < valid);
       }
       load_tile<Elem, kHeadDim>(dst.k, rows.k + sched.first_key(t, block) * p.k_stride.seq, p.k_stride.seq, valid);
     }
     ptx::cp_async_commit();
+    return valid;
   };
 
-#pragma unroll
-  for (int t = 0; t < kDqStoredStages - 1; ++t) load(t, t);
+  // The real keys of tiles t, t + 1 and t + 2 (the stages in flight).
+  int valid = load(0, 0), valid_next = load(1, 1);
+  static_assert(kDqStoredStages == 3, "three tiles' keys in flight");
   float dq[kHeadDim / 2];
 #pragma unroll
   for (int i = 0; i < kHeadDim / 2; ++i) dq[i] = 0.0f;
@@ -92,10 +99,12 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
     fence_proxy_async();                         // ... visible to wgmma ...
     __syncthreads();                             // ... for every thread; tile t − 1's product is done
     const int refill = stage == 0 ? kDqStoredStages - 1 : stage - 1;  // tile t − 1's stage
-    load(t + kDqStoredStages - 1, refill);
+    const int valid_after = load(t + kDqStoredStages - 1, refill);
     const StoredDsStage<kHeadDim> s = stage_of(stage);
     fence_registers(dq);
-    pair_dq<kBf16, kHeadDim>(dq, s.ds, s.k, true);
+    with_tile_width(valid, [&](auto keys) { pair_dq<kBf16, kHeadDim, decltype(keys)::value>(dq, s.ds, s.k, true); });
+    valid = valid_next;
+    valid_next = valid_after;
     stage = stage == kDqStoredStages - 1 ? 0 : stage + 1;
   }
   ptx::cp_async_wait<0>();  // the copies past the list's end (none issued, but committed)

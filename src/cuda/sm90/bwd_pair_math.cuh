@@ -86,13 +86,14 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[kHeadDim / 2], float
 }
 
 // dQ = dS·K, or dQ += dS·K when `accumulate` (m64nD; dS read transposed from
-// the shared dSᵀ tile, K as an MN-major operand), waited for.
-template <bool kBf16, int kHeadDim>
+// the shared dSᵀ tile, K as an MN-major operand), waited for; over the tile's
+// first kKeys keys (16-key steps: a partial block's real keys are its first).
+template <bool kBf16, int kHeadDim, int kKeys = kTileRows>
 __device__ __forceinline__ void pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk,
                                         bool accumulate = false) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kTileRows / 16; ++kk)
+  for (int kk = 0; kk < kKeys / 16; ++kk)
     wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk),
                                     accumulate || kk > 0);
   wgmma_commit();

@@ -14,6 +14,12 @@
 // until that product is issued, and O is rescaled by tile t's new maxima in
 // the next turn, between the issue of S(t+1) and of P(t)·V(t), under S's
 // products (FA3's order; rescale_pending).
+//
+// The serial order can also take a tile of a partial block over its real
+// keys' rows only (kWidth = 16 or 32 of its 64, the rows its real keys are
+// in): S on a narrower wgmma (m64n16, m64n32), its softmax over those
+// columns, P·V over as many k16 steps. The rows left out are padding, whose
+// P would be 0.
 #pragma once
 
 #include <cstdint>
@@ -49,23 +55,41 @@ struct FwdTileMath {
   // no real keys, so every tile issues the same products (ptxas serializes
   // products behind a branch it cannot follow).
   std::uint32_t p_prev[kKeys / 16][4];
+  typename Consumer::template ScoresOf<kKeys / 16> s_half;
+  typename Consumer::template ScoresOf<kKeys / 32> s_quarter;
 
   __device__ explicit FwdTileMath(int warp) : consumer(warp) {}
 
   __device__ float (&o())[kHeadDim / 2] {
     return reinterpret_cast<float(&)[kHeadDim / 2]>(consumer.accumulators());
   }
-  __device__ float (&s_flat())[kKeys / 2] { return reinterpret_cast<float(&)[kKeys / 2]>(s); }
+  // The scores of the tile's kWidth keys multiplied: s, or for a narrow tile
+  // an array of its own (as part of s, its m64n16/m64n32 products were
+  // serialized by ptxas: C7511, "insufficient register resources for the
+  // wgmma pipeline").
+  template <int kWidth = kKeys>
+  __device__ typename Consumer::template ScoresOf<kWidth / 8>& scores() {
+    if constexpr (kWidth == kKeys)
+      return s;
+    else if constexpr (kWidth == kKeys / 2)
+      return s_half;
+    else
+      return s_quarter;
+  }
+  template <int kWidth = kKeys>
+  __device__ float (&s_flat())[kWidth / 2] {
+    return reinterpret_cast<float(&)[kWidth / 2]>(scores<kWidth>());
+  }
 
   // S = Q·Kᵀ alone, waited for: every tile of a serial loop, tile 0 of an overlapped one.
-  template <class Order = AnyOrder>
+  template <int kWidth = kKeys, class Order = AnyOrder>
   __device__ void scores_waited(std::uint32_t q_tile, std::uint32_t k_tile, const Order& order = {}) {
     wgmma_fence();
     order.take();
-    issue_scores(q_tile, k_tile);
+    issue_scores<kWidth>(q_tile, k_tile);
     order.pass();
     wgmma_wait<0>();
-    fence_registers(s_flat());
+    fence_registers(s_flat<kWidth>());
   }
   // Tile t ≥ 1: S(t), then O += P(t−1)·V(t−1); waits only for S(t), the
   // older group, while the P·V product runs on (wait_pv ends it).
@@ -75,9 +99,9 @@ struct FwdTileMath {
     fence_registers(o());
     wgmma_fence();
     order.take();
-    issue_scores(q_tile, k_tile);
+    issue_scores<kKeys>(q_tile, k_tile);
     rescale_pending();  // under S(t), off the softmax's path (FA3's order)
-    issue_pv(v_prev);
+    issue_pv<kKeys>(v_prev);
     order.pass();
     wgmma_wait<1>();
     fence_registers(s_flat());
@@ -87,19 +111,21 @@ struct FwdTileMath {
     fence_registers(o());
   }
   // O += P·V, waited for: every tile of a serial loop, the last of an overlapped one.
-  template <class Order = AnyOrder>
+  template <int kWidth = kKeys, class Order = AnyOrder>
   __device__ void pv_waited(std::uint32_t v_tile, const Order& order = {}) {
     order.take();
     rescale_pending();  // also fences O and P for the product
-    issue_pv(v_tile);
+    issue_pv<kWidth>(v_tile);
     order.pass();
     wait_pv();
   }
   // The softmax of the scores in s (`valid` real keys), then P into
   // p_prev; `then` runs in between: the wait for the P·V product in flight,
   // which still reads p_prev. O's rescale is left to rescale_pending.
-  template <class Then>
+  template <int kWidth = kKeys, class Then>
   __device__ void softmax_into_p(int valid, float scale_log2, Then then) {
+    static_assert(kWidth == kKeys || !kSoftmaxUnderPv, "narrow tiles in the serial order only");
+    auto& scores = this->scores<kWidth>();
     bool grew = false;
     if constexpr (kSoftmaxUnderPv) {
       // With this branch's zeros the exponentials land outside S's registers
@@ -107,7 +133,7 @@ struct FwdTileMath {
       // written in place and ptxas waits for P·V before the softmax (SASS,
       // sm_90a, CUDA 13.0), which loses the loop its overlap.
       if (valid > 0) {
-        if (valid < kKeys) mask(valid);
+        if (valid < kKeys) mask<kKeys>(scores, valid);
         grew = consumer.softmax_scores(s, scale_log2, pending_correction);
       } else {
 #pragma unroll
@@ -118,22 +144,29 @@ struct FwdTileMath {
       // score every block cost 5 %); masked keys give P = 0. The P·V wait then
       // comes before the exponentials, so they do not run under that product
       // (docs/kernel-notes.md: up to ~10 % left there for 128-key blocks).
-      if (valid < kKeys) mask(valid);
-      grew = consumer.softmax_scores(s, scale_log2, pending_correction);
+      if (valid < kWidth) mask<kWidth>(scores, valid);
+      grew = consumer.softmax_scores(scores, scale_log2, pending_correction);
     }
     then();
     // O is rescaled right before the next P·V is issued (rescale_pending),
     // by the factors softmax_scores left in pending_correction.
     rescale_due = grew;
-    pack_a<Elem>(s, p_prev);
+    pack_a<Elem>(scores, reinterpret_cast<std::uint32_t(&)[kWidth / 16][4]>(p_prev));
   }
 
  private:
-  __device__ void mask(int valid) {
+  // The first tile row of the kWidth multiplied: a partial tile's real keys
+  // are its last rows (kRealKeysLast) or its first.
+  template <int kWidth>
+  static constexpr int kFirstRow = kRealKeysLast ? kKeys - kWidth : 0;
+
+  // Masks the scores of the kWidth keys' rows multiplied that hold no real key.
+  template <int kWidth>
+  __device__ void mask(typename Consumer::template ScoresOf<kWidth / 8>& scores, int valid) {
     if constexpr (kRealKeysLast)
-      consumer.mask_keys_before(s, kKeys - valid);
+      consumer.mask_keys_before(scores, kWidth - valid);
     else
-      consumer.mask_keys(s, valid);
+      consumer.mask_keys(scores, valid);
   }
 
   // The rescale of O the last softmax asked for, before the P·V product that
@@ -150,20 +183,26 @@ struct FwdTileMath {
   bool rescale_due = false;
   float pending_correction[Consumer::kRowSlots];
 
-  // S = Q·Kᵀ into s (a new group); the caller fenced the registers first.
+  // S = Q·Kᵀ into s (a new group) over the kWidth keys' rows from
+  // kFirstRow (128 bytes a row in each 64-column block); the caller fenced
+  // the registers first.
+  template <int kWidth>
   __device__ void issue_scores(std::uint32_t q_tile, std::uint32_t k_tile) {
+    const std::uint32_t k_rows = k_tile + kFirstRow<kWidth> * 128;
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      wgmma_ss<kBf16, kKeys>(s_flat(), k_major_desc<kHeadDim>(q_tile, kk), k_major_desc<kHeadDim, kKeys>(k_tile, kk),
-                             kk > 0);
+      wgmma_ss<kBf16, kWidth>(s_flat<kWidth>(), k_major_desc<kHeadDim>(q_tile, kk),
+                              k_major_desc<kHeadDim, kKeys>(k_rows, kk), kk > 0);
     wgmma_commit();
-    fence_registers(s_flat());
+    fence_registers(s_flat<kWidth>());
   }
-  // O += P·V with P in p_prev (a new group).
+  // O += P·V with P in p_prev (a new group), over the kWidth keys' rows of V.
+  template <int kWidth>
   __device__ void issue_pv(std::uint32_t v_tile) {
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk)
-      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim, kKeys>(v_tile, kk), 1);
+    for (int kk = 0; kk < kWidth / 16; ++kk)
+      wgmma_rs<kBf16, kHeadDim>(o(), p_prev[kk], mn_major_desc<kHeadDim, kKeys>(v_tile, kk + kFirstRow<kWidth> / 16),
+                                1);
     wgmma_commit();
     fence_registers(o());
   }

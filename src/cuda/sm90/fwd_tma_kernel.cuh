@@ -17,6 +17,12 @@
 // the caller's padding holds (0 · NaN would be NaN), and no thread touches
 // the tile. A block with vbs = 0 is one whole box of zeros.
 //
+// At D = 64 a tile of at most 32 (16) real keys is multiplied over the last
+// 32 (16) rows of its K and V tiles only (fwd_tile_math.cuh): the products
+// and the softmax of a partial block shrink with its keys. At D = 128 the
+// kernel holds 128 registers for its four CTAs per SM, and with the narrow
+// steps beside the whole ones ptxas spilled and serialized the products.
+//
 // Loop order: S(t) = Q·K(t)ᵀ, the softmax of tile t, O += P(t)·V(t), each
 // product waited for (ThunderKittens' order), so a warp holds no product in
 // flight during its softmax and needs 128 registers: four CTAs per SM at
@@ -121,15 +127,23 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
   for (int t = 0; t < num_tiles; ++t) {
     const KeyTile next = key_tile(t + 1);
     const std::uint32_t parity = static_cast<std::uint32_t>(t) & 1u;
-    mbarrier_wait(buf.k_full, parity);
-    math.scores_waited(buf.q, buf.k);
-    __syncthreads();  // every warp's S(t) has read K(t): the buffer takes K(t+1)
-    if (producer && t + 1 < num_tiles) request_k(next);
-    math.softmax_into_p(tile.valid, p.scale_log2, [] {});
-    mbarrier_wait(buf.v_full, parity);
-    math.pv_waited(buf.v);
-    __syncthreads();  // every warp's P·V(t) has read V(t): the buffer takes V(t+1)
-    if (producer && t + 1 < num_tiles) request_v(next);
+    // Tile t's steps over the last kWidth rows of its K and V tiles, where its real keys are.
+    const auto steps = [&](auto width) {
+      constexpr int kWidth = decltype(width)::value;
+      mbarrier_wait(buf.k_full, parity);
+      math.template scores_waited<kWidth>(buf.q, buf.k);
+      __syncthreads();  // every warp's S(t) has read K(t): the buffer takes K(t+1)
+      if (producer && t + 1 < num_tiles) request_k(next);
+      math.template softmax_into_p<kWidth>(tile.valid, p.scale_log2, [] {});
+      mbarrier_wait(buf.v_full, parity);
+      math.template pv_waited<kWidth>(buf.v);
+      __syncthreads();  // every warp's P·V(t) has read V(t): the buffer takes V(t+1)
+      if (producer && t + 1 < num_tiles) request_v(next);
+    };
+    if constexpr (kHeadDim == 64)
+      with_tile_width(tile.valid, steps);
+    else  // 128 registers at D = 128 (four CTAs per SM): a second shape of S spilled and serialized
+      steps(std::integral_constant<int, kTileRows>{});
     tile = next;
   }
   __syncthreads();  // every warp's products are done reading Q and V

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/ptx.cuh"
@@ -16,6 +17,20 @@
 namespace vsa::cuda::sm90 {
 
 constexpr int kWarpgroupThreads = 128;
+
+// Calls f with std::integral_constant<int, W> for the narrowest of the widths 64, 32 and 16
+// that covers `rows` real rows (keys or query rows) of a 64-row tile: a partial block's tile is
+// multiplied over its real rows only, on m64n16/m64n32 products or fewer k16 steps. The choice
+// is uniform over the CTA, so f may hold barriers.
+template <class F>
+__device__ __forceinline__ void with_tile_width(int rows, F&& f) {
+  if (rows > kTileRows / 2)
+    f(std::integral_constant<int, kTileRows>{});
+  else if (rows > kTileRows / 4)
+    f(std::integral_constant<int, kTileRows / 2>{});
+  else
+    f(std::integral_constant<int, kTileRows / 4>{});
+}
 
 // A [kRows][D] tile in the 128-byte-swizzled layout: column blocks of 64
 // elements, each [kRows][128 bytes], chunk c of row r at c ^ (r % 8). kRows

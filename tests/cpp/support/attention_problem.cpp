@@ -22,8 +22,8 @@ constexpr double kPaddingScale = 512.0;
 }  // namespace
 
 std::vector<std::int64_t> query_row_cuts(std::int64_t block) {
-  if (block == 128) return {0, 1, 63, 64, 65, 127, 128, 17};
-  return {0, 1, 15, 16, 17, 63, 64};
+  if (block == 128) return {0, 1, 63, 64, 65, 80, 81, 96, 97, 127, 128, 17, 32, 33};
+  return {0, 1, 15, 16, 17, 31, 32, 33, 63, 64};
 }
 
 HostTensor AttentionProblem::sequence_tensor(std::int64_t heads, std::int64_t seq) const {

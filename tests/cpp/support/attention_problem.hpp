@@ -36,7 +36,8 @@ struct AttentionCase {
 };
 
 // Where the q-padding cases cut query blocks of `block` rows: none, one,
-// each side of the 16-row fragment and 64-row tile edges, the whole block.
+// each side of the 16-row fragment, the 32-row width and the 64-row tile
+// edges, the whole block.
 std::vector<std::int64_t> query_row_cuts(std::int64_t block);
 
 // Relative Frobenius tolerance of DESIGN.md §4 for the case's input dtype.
