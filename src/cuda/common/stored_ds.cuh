@@ -1,11 +1,13 @@
 // Where the stored-dS path keeps a pair's dSᵀ tile (kernel_params.hpp): the
-// key pass that writes it and the dQ pass that reads it find it by the same
-// arithmetic, from the pair's KV->Q list entry.
+// key pass that writes it and the dQ passes (both families) that read it find
+// it by the same arithmetic, from the pair's KV->Q list entry.
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
+#include "cuda/common/query_scheduler.cuh"
 
 namespace vsa::cuda {
 
@@ -20,5 +22,35 @@ __device__ __forceinline__ std::int64_t stored_ds_tile(std::int64_t entry_in_gro
                                                        int tile_shift) {
   return ((entry_in_group << tile_shift | row_tile) << tile_shift) | key_tile;
 }
+
+// A stored [64 keys][64 rows] dSᵀ tile of 16-bit elements.
+constexpr int kStoredDsTileBytes = kTileRows * kTileRows * 2;
+
+// A dQ pass CTA's 64-row query tile, in a grid of query tiles × the group's
+// query heads, and the stored dSᵀ tiles of its list.
+class StoredDsQueryTile {
+ public:
+  __device__ explicit StoredDsQueryTile(const BwdKernelParams& p)
+      : p_(p),
+        head_(p.ds_first_unit * p.kv_group + static_cast<int>(blockIdx.y)),  // batch · H + query head
+        sched_(p, head_ / p.heads, head_ % p.heads, static_cast<int>(blockIdx.x)),
+        first_entry_(stored_ds_first_entry(p)),
+        tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
+        row_tile_(static_cast<int>(blockIdx.x) & ((1 << tile_shift_) - 1)) {}
+
+  __device__ const QueryScheduler<kTileRows, BwdKernelParams>& scheduler() const { return sched_; }
+  // The stored tile of the list's 64-key tile t.
+  __device__ const unsigned char* tile(int t) const {
+    const std::int64_t entry = __ldg(p_.ds_slots + sched_.list_entry(t)) - first_entry_;
+    return p_.ds_tiles + stored_ds_tile(entry, row_tile_, t & ((1 << tile_shift_) - 1), tile_shift_) *
+                             static_cast<std::int64_t>(kStoredDsTileBytes);
+  }
+
+ private:
+  const BwdKernelParams& p_;
+  int head_;
+  QueryScheduler<kTileRows, BwdKernelParams> sched_;
+  int first_entry_, tile_shift_, row_tile_;  // row_tile_: of the query block
+};
 
 }  // namespace vsa::cuda

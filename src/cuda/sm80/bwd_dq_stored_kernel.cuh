@@ -23,7 +23,6 @@
 namespace vsa::cuda::sm80 {
 
 constexpr int kDqStoredStages = 3;
-constexpr int kStoredDsTileBytes = kTileRows * kTileRows * 2;  // 16-bit elements
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_dq_stored_smem_bytes() {
@@ -37,25 +36,18 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __g
   const auto ds_tile = [&](int stage) { return reinterpret_cast<Elem*>(smem + stage * kStageBytes); };
   const auto k_tile = [&](int stage) { return reinterpret_cast<Elem*>(smem + stage * kStageBytes + kStoredDsTileBytes); };
 
-  // The grid covers the query heads of the group's units (kernel_params.hpp).
-  const int head = p.ds_first_unit * p.kv_group + static_cast<int>(blockIdx.y);  // batch · H + query head
-  const QueryScheduler<kTileRows, BwdKernelParams> sched(p, head / p.heads, head % p.heads,
-                                                         static_cast<int>(blockIdx.x));
+  const StoredDsQueryTile query_tile(p);
+  const QueryScheduler<kTileRows, BwdKernelParams>& sched = query_tile.scheduler();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
-  const int first_entry = stored_ds_first_entry(p);
-  const int tile_shift = p.block == 2 * kTileRows ? 1 : 0;
-  const int row_tile = static_cast<int>(blockIdx.x) & ((1 << tile_shift) - 1);  // of the query block
 
   // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way).
   const auto load = [&](int t, int stage) {
     if (t < num_tiles) {
       const std::int64_t block = sched.block_of(t);
       const int valid = sched.valid_keys(t, block);
-      const std::int64_t entry = __ldg(p.ds_slots + sched.list_entry(t)) - first_entry;
-      const std::int64_t tile = stored_ds_tile(entry, row_tile, t & ((1 << tile_shift) - 1), tile_shift);
-      const unsigned char* src = p.ds_tiles + tile * kStoredDsTileBytes;
+      const unsigned char* src = query_tile.tile(t);
       const std::uint32_t dst = ptx::smem_addr(ds_tile(stage));
 #pragma unroll
       for (int i = 0; i < kStoredDsTileBytes / 16 / kBwdThreads; ++i) {

@@ -27,6 +27,7 @@
 namespace vsa::cuda::sm90 {
 
 constexpr int kDqStoredStages = 3;
+static_assert(SwizzledTile<kTileRows>::kBytes == kStoredDsTileBytes, "the stored tile is the swizzled one");
 
 template <int kHeadDim>
 struct StoredDsStage {
@@ -53,16 +54,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
     return StoredDsStage<kHeadDim>(stage0 + static_cast<std::uint32_t>(index * StoredDsStage<kHeadDim>::kBytes));
   };
 
-  // The grid covers the query heads of the group's units (kernel_params.hpp).
-  const int head = p.ds_first_unit * p.kv_group + static_cast<int>(blockIdx.y);  // batch · H + query head
-  const QueryScheduler<kTileRows, BwdKernelParams> sched(p, head / p.heads, head % p.heads,
-                                                         static_cast<int>(blockIdx.x));
+  const StoredDsQueryTile query_tile(p);
+  const QueryScheduler<kTileRows, BwdKernelParams>& sched = query_tile.scheduler();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
-  const int first_entry = stored_ds_first_entry(p);
-  const int tile_shift = p.block == 2 * kTileRows ? 1 : 0;
-  const int row_tile = static_cast<int>(blockIdx.x) & ((1 << tile_shift) - 1);  // of the query block
 
   // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way);
   // returns its real keys.
@@ -72,9 +68,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
       const StoredDsStage<kHeadDim> dst = stage_of(stage);
       const std::int64_t block = sched.block_of(t);
       valid = sched.valid_keys(t, block);
-      const std::int64_t entry = __ldg(p.ds_slots + sched.list_entry(t)) - first_entry;
-      const std::int64_t tile = stored_ds_tile(entry, row_tile, t & ((1 << tile_shift) - 1), tile_shift);
-      const unsigned char* src = p.ds_tiles + tile * SwizzledTile<kTileRows>::kBytes;
+      const unsigned char* src = query_tile.tile(t);
       constexpr int kChunks = SwizzledTile<kTileRows>::kBytes / 16;
 #pragma unroll
       for (int i = 0; i < kChunks / kWarpgroupThreads; ++i) {
