@@ -59,6 +59,15 @@ if want cpp; then
       -DVSA_PTXAS_VERBOSE=ON "${gtest_args[@]}" &&
     cmake --build build/gpu -j "$jobs"; } > "$OUT/build.log" 2>&1 || { note "C++ build FAILED"; status=1; }
   grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | tee -a "$OUT/summary.txt"
+  # ptxas serializes a kernel's wgmma products when it cannot keep their accumulators in
+  # place (C7511, C7512): the kernel still passes every test, only slower (docs/kernel-notes.md,
+  # "Partial blocks multiplied over their real rows only"), so the job fails on it.
+  serialized=$(grep -oE "wgmma.mma_async instructions are serialized.*function '[^']+'" "$OUT/build.log" |
+    sed -E "s/.*function '([^']+)'/\1/" | sort -u)
+  if [[ -n $serialized ]]; then
+    note "ptxas serialized wgmma products in: $(echo $serialized)"
+    status=1
+  fi
 fi
 
 if want python; then
