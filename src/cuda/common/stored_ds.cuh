@@ -38,6 +38,11 @@ class StoredDsQueryTile {
         tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
         row_tile_(static_cast<int>(blockIdx.x) & ((1 << tile_shift_) - 1)) {}
 
+  // The dQ pass's grid: a CTA per 64-row query tile of the group's `query_heads` heads.
+  static dim3 grid(const BwdKernelParams& p, int query_heads) {
+    return dim3(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(query_heads));
+  }
+
   __device__ const QueryScheduler<kTileRows, BwdKernelParams>& scheduler() const { return sched_; }
   // The stored tile of the list's 64-key tile t.
   __device__ const unsigned char* tile(int t) const {

@@ -79,14 +79,12 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __g
                                   query_mean_grad_rows<kMeanGrads>(p, sched, kHeadDim));
 }
 
-// A CTA per 64-row query tile of the group's `query_heads` heads.
 template <class Elem, int kHeadDim>
 void launch_bwd_dq_stored(const BwdKernelParams& p, int query_heads, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_q_blocks * (p.block / kTileRows)), static_cast<unsigned>(query_heads));
   with_mean_grads(p.dq_mean != nullptr, [&](auto mean_grads) {
     launch_kernel<bwd_dq_stored_kernel<Elem, kHeadDim, decltype(mean_grads)::value>,
-                  bwd_dq_stored_smem_bytes<Elem, kHeadDim>()>(grid, kBwdThreads, stream, p,
-                                                              "bwd_dq_stored_kernel (sm80)");
+                  bwd_dq_stored_smem_bytes<Elem, kHeadDim>()>(StoredDsQueryTile::grid(p, query_heads), kBwdThreads,
+                                                              stream, p, "bwd_dq_stored_kernel (sm80)");
   });
 }
 
