@@ -25,12 +25,11 @@
 // the fastest (Wan 480p 5.77 against 6.03 ms atomic, 2026-12-03), and at head
 // dim 64 when asked to be deterministic (atomic: 3.73 against 4.04 ms); the
 // portable kernels reduce unless asked to be deterministic (atomic: Wan 8.14
-// against 8.84 ms). VSA_CUDA_DQ=
-// atomic|stored overrides the choice where determinism is not asked for (to
-// compare the two). The stored tiles take 8 KB per listed (64-key, 64-row) pair, so the
-// passes run over groups of (batch, kv head) whose tiles fit in
-// VSA_CUDA_DS_WORKSPACE_MB megabytes (default 4096; any group holds at least
-// one).
+// against 8.84 ms). VSA_CUDA_DQ=atomic|stored overrides the choice where
+// determinism is not asked for (to compare the two). The stored tiles take
+// 8 KB per listed (64-key, 64-row) pair, so the passes run over groups of
+// (batch, kv head) whose tiles fit in VSA_CUDA_DS_WORKSPACE_MB megabytes
+// (default 4096; any group holds at least one).
 #pragma once
 
 #include <cstddef>

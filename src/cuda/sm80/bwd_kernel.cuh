@@ -12,7 +12,7 @@
 // sm_86/89/120 included, two CTAs per SM on sm_80 and sm_90) the next pair's
 // Q/dO land while this pair's dQ = dS·K runs and its sums go out; without a
 // dQ product (kStoreDs) they would land under nothing, so the stored-dS path
-// takes two stages (113 KB) where two CTAs still fit (bwd_stages).
+// takes two stages (113 KB) where two CTAs still fit (stored_ds_stages).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     consumer.gradients(s, dp, cur.lse, cur.delta, p.scale_log2, valid, real_rows);
     consumer.store(sp, sds, s, dp);
     if constexpr (kStoreDs)
-      consumer.copy_ds_rows(sds, p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kTileRows * kTileRows * 2);
+      consumer.copy_ds_rows(sds, p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kStoredDsTileBytes);
     if constexpr (kStages == 2) {
       consumer.sync_key_rows();  // this warp's keys' rows of Pᵀ and dSᵀ are whole
       consumer.accumulate(sp, sds, cur.q, cur.dout);
