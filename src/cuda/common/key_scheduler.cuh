@@ -27,7 +27,7 @@ struct BwdPair {
 class KeyScheduler {
  public:
   __device__ explicit KeyScheduler(const BwdKernelParams& p)
-      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), row_tile_(0) {
+      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), q_block_(0), row_tile_(0) {
     const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int item = __ldg(p.kv_order + (cta >> tile_shift_));
     const int kv_heads = p.heads / p.kv_group;
@@ -74,18 +74,23 @@ class KeyScheduler {
     return next(pair, entry);
   }
   __device__ bool next(BwdPair& pair, int& entry) {
-    while (entry_ == entry_end_) {
-      if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
-      const std::int64_t list = (static_cast<std::int64_t>(batch_) * p_.heads + head_) * p_.num_kv_blocks + kv_block_;
-      entry_ = __ldg(p_.k2q_offsets + list);
-      entry_end_ = __ldg(p_.k2q_offsets + list + 1);
+    if (entry_ == entry_end_) {  // the next query head's list that names the block (rare: GQA)
+      do {
+        if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
+        const std::int64_t list =
+            (static_cast<std::int64_t>(batch_) * p_.heads + head_) * p_.num_kv_blocks + kv_block_;
+        entry_ = __ldg(p_.k2q_offsets + list);
+        entry_end_ = __ldg(p_.k2q_offsets + list + 1);
+      } while (entry_ == entry_end_);
+      q_block_ = __ldg(p_.k2q_blocks + entry_);
     }
-    const std::int64_t q_block = __ldg(p_.k2q_blocks + entry_);
-    pair = {head_, q_block * p_.block + row_tile_ * kTileRows};
+    pair = {head_, static_cast<std::int64_t>(q_block_) * p_.block + row_tile_ * kTileRows};
     entry = entry_;
     if (++row_tile_ == (1 << tile_shift_)) {
       row_tile_ = 0;
-      ++entry_;
+      // The following entry's query block, read a pair before it is used: the load is not
+      // waited for where the pair it names is handed out.
+      if (++entry_ < entry_end_) q_block_ = __ldg(p_.k2q_blocks + entry_);
     }
     return true;
   }
@@ -97,6 +102,7 @@ class KeyScheduler {
   int kv_block_, key_tile_;  // the CTA's block and which 64 keys of it
   int head_;                 // query head of the list being walked
   int entry_, entry_end_;    // position in that list
+  int q_block_;              // the query block of entry_ (read when entry_ moved)
   int row_tile_;             // which 64 rows of the current query block
 };
 
