@@ -69,17 +69,6 @@ struct FwdTmaSmem {
         v_full(q_full + 16) {}
 };
 
-// Work a warpgroup does while its S product is on the tensor cores (the
-// Order hook of FwdTileMath::scores_waited: after the issue, before the wait).
-template <class Work>
-struct WhileScoresRun {
-  Work work;
-  __device__ void take() const {}
-  __device__ void pass() const { work(); }
-};
-template <class Work>
-WhileScoresRun(Work) -> WhileScoresRun<Work>;
-
 template <class Elem, int kHeadDim>
 __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
     fwd_tma_kernel(const __grid_constant__ FwdTmaParams params) {
@@ -108,13 +97,14 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
   }
   __syncthreads();  // the barriers are initialized before anyone waits on them
 
-  // Tile j of the list: the first key of its block's part and its real keys,
-  // from its block id (the list's entry).
+  // Tile j of the list: the first key of its block's part and its real keys
+  // (two dependent loads, issued a tile before the requests that use them).
   struct KeyTile {
     std::int64_t key;
     int valid;
   };
-  const auto key_tile = [&](int j, std::int64_t block) {
+  const auto key_tile = [&](int j) {
+    const std::int64_t block = sched.block_of(j);
     return KeyTile{sched.first_key(j, block), sched.valid_keys(j, block)};
   };
   const auto request_k = [&](const KeyTile& tile) {
@@ -123,11 +113,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
   const auto request_v = [&](const KeyTile& tile) {
     request_key_tile<kHeadDim>(buf.v, buf.v_full, maps.v, tile.key, kv_head, batch, kTileRows - tile.valid);
   };
-  KeyTile tile = key_tile(0, sched.block_of(0));  // with no tiles: block 0 (block_of), never used
-  // Tile t + 1's lookups run under S(t) (look_ahead below), the list read two tiles ahead and
-  // vbs one, so they wait on one round trip to L2, not two, and S(t) waits on none (looked up
-  // before it, they held every tile's S product back by two).
-  std::int64_t block_after = sched.block_of(1);
+  KeyTile tile = key_tile(0);  // with no tiles: block 0 (block_of), never used
   if (producer) {  // Q, K(0), V(0)
     request_query_tile<kHeadDim>(buf.q, buf.q_full, maps.q, sched.first_query_row(), sched.head(), batch);
     if (num_tiles > 0) {
@@ -139,17 +125,13 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
   FwdTileMath<Elem, kHeadDim, kTileRows, true, false> math(static_cast<int>(threadIdx.x) / 32);
   mbarrier_wait(buf.q_full, 0);  // also before the epilogue stages O over Q, with no tiles
   for (int t = 0; t < num_tiles; ++t) {
-    KeyTile next;
-    const WhileScoresRun look_ahead{[&] {
-      next = key_tile(t + 1, block_after);
-      block_after = sched.block_of(t + 2);
-    }};
+    const KeyTile next = key_tile(t + 1);
     const std::uint32_t parity = static_cast<std::uint32_t>(t) & 1u;
     // Tile t's steps over the last kWidth rows of its K and V tiles, where its real keys are.
     const auto steps = [&](auto width) {
       constexpr int kWidth = decltype(width)::value;
       mbarrier_wait(buf.k_full, parity);
-      math.template scores_waited<kWidth>(buf.q, buf.k, look_ahead);
+      math.template scores_waited<kWidth>(buf.q, buf.k);
       __syncthreads();  // every warp's S(t) has read K(t): the buffer takes K(t+1)
       if (producer && t + 1 < num_tiles) request_k(next);
       math.template softmax_into_p<kWidth>(tile.valid, p.scale_log2, [] {});
