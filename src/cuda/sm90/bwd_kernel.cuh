@@ -10,7 +10,8 @@
 //
 // Without an accumulator (the stored-dS path) each warp stores its 16 keys'
 // rows of the dSᵀ tile (2 KB of the shared tile's image) into the workspace
-// by one bulk copy, and the dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K.
+// by one bulk copy (a warp whose keys are all padding stores nothing), and the
+// dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K over the real keys' rows.
 //
 // dQ reaches the fp32 accumulator through shared memory: the warpgroup
 // stores its tile there (in the accumulator's own order, dq_accum.cuh) and
@@ -130,7 +131,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     if (add_dq) {
       sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
-    } else if constexpr (store_ds) {  // the warp's rows of the tile: the last pair's copy has read them
+    } else if (store_ds && 16 * warp < valid) {
+      // The warp's rows of the tile (none of padding keys only: the dQ pass reads a tile's real
+      // keys' rows); the last pair's copy has read them.
       constexpr std::uint32_t kWarpRowsBytes = SwizzledTile<kTileRows>::kBytes / 4;
       const std::uint32_t rows = sds + warp * kWarpRowsBytes;
       if (lane == 0) bulk_wait_read<0>();
