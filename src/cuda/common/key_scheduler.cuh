@@ -27,7 +27,7 @@ struct BwdPair {
 class KeyScheduler {
  public:
   __device__ explicit KeyScheduler(const BwdKernelParams& p)
-      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), q_block_(0), row_tile_(0) {
+      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), q_block_(0), q_count_(0), q_block_after_(0), row_tile_(0) {
     const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int item = __ldg(p.kv_order + (cta >> tile_shift_));
     const int kv_heads = p.heads / p.kv_group;
@@ -68,12 +68,12 @@ class KeyScheduler {
   }
 
   // The next pair, false once every listed query tile has been handed out; `entry`: the KV->Q
-  // list entry it came from.
-  __device__ bool next(BwdPair& pair) {
-    int entry = 0;
-    return next(pair, entry);
-  }
-  __device__ bool next(BwdPair& pair, int& entry) {
+  // list entry it came from; `real_rows`: its tile's real query rows (as real_rows(pair)).
+  // The lookups run ahead of the walk: the query block of the entry after next is read as an
+  // entry is handed out, and the next entry's real-row count from its block read a pair ago,
+  // so the loads a pair's copies depend on were issued a pair earlier (at a list's start, the
+  // first entry's are waited for).
+  __device__ bool next(BwdPair& pair, int& entry, int& real_rows) {
     if (entry_ == entry_end_) {  // the next query head's list that names the block (rare: GQA)
       do {
         if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
@@ -83,14 +83,20 @@ class KeyScheduler {
         entry_end_ = __ldg(p_.k2q_offsets + list + 1);
       } while (entry_ == entry_end_);
       q_block_ = __ldg(p_.k2q_blocks + entry_);
+      q_count_ = query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block);
+      if (entry_ + 1 < entry_end_) q_block_after_ = __ldg(p_.k2q_blocks + entry_ + 1);
     }
     pair = {head_, static_cast<std::int64_t>(q_block_) * p_.block + row_tile_ * kTileRows};
     entry = entry_;
+    const int rows = q_count_ - row_tile_ * kTileRows;
+    real_rows = rows < kTileRows ? rows : kTileRows;
     if (++row_tile_ == (1 << tile_shift_)) {
       row_tile_ = 0;
-      // The following entry's query block, read a pair before it is used: the load is not
-      // waited for where the pair it names is handed out.
-      if (++entry_ < entry_end_) q_block_ = __ldg(p_.k2q_blocks + entry_);
+      if (++entry_ < entry_end_) {
+        q_block_ = q_block_after_;
+        q_count_ = query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block);
+        if (entry_ + 1 < entry_end_) q_block_after_ = __ldg(p_.k2q_blocks + entry_ + 1);
+      }
     }
     return true;
   }
@@ -102,7 +108,8 @@ class KeyScheduler {
   int kv_block_, key_tile_;  // the CTA's block and which 64 keys of it
   int head_;                 // query head of the list being walked
   int entry_, entry_end_;    // position in that list
-  int q_block_;              // the query block of entry_ (read when entry_ moved)
+  int q_block_, q_count_;    // the query block of entry_ and its real queries
+  int q_block_after_;        // the query block of entry_ + 1 (read when entry_ moved)
   int row_tile_;             // which 64 rows of the current query block
 };
 

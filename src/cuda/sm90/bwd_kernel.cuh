@@ -87,11 +87,12 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
-  bool have = valid > 0 && sched.next(pair, entry);  // a tile with no real keys has all-zero gradients
+  int first_rows = 0;  // the first pair's real query rows
+  bool have = valid > 0 && sched.next(pair, entry, first_rows);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), sched.real_rows(pair), p,
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), first_rows, p,
                               stage_of(0));
   }
   ptx::cp_async_commit();
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     // tensor cores: before them, their latency was the start of every pair's chain.
     BwdPair next{};
     int next_entry = 0;
-    const bool have_next = sched.next(next, next_entry);
-    const int next_real_rows = have_next ? sched.real_rows(next) : 0;
+    int next_real_rows = 0;
+    const bool have_next = sched.next(next, next_entry, next_real_rows);
     const auto load_next = [&] {
       if (have_next)
         load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, other);
