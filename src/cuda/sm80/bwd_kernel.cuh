@@ -119,12 +119,11 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
   PairRowsCache<Elem, kHeadDim> cache;
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
-  int first_rows = 0;  // the first pair's real query rows
-  bool have = valid > 0 && sched.next(pair, entry, first_rows);  // a tile with no real keys has all-zero gradients
+  bool have = valid > 0 && sched.next(pair, entry);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile_async<Elem, kHeadDim, kBwdThreads>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), pair), first_rows, p, stage(0));
+    load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), pair), sched.real_rows(pair), p, stage(0));
   }
   ptx::cp_async_commit();
   int n = 0;  // pairs done
@@ -134,8 +133,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
     __syncthreads();          // ... for every thread; every warp is done with the last pair
     BwdPair next{};
     int next_entry = 0;
-    int next_real_rows = 0;
-    const bool have_next = sched.next(next, next_entry, next_real_rows);
+    const bool have_next = sched.next(next, next_entry);
+    const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
     const auto load_next = [&] {
       if (have_next) load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, stage(n + 1));
       ptx::cp_async_commit();

@@ -10,8 +10,7 @@
 //
 // Without an accumulator (the stored-dS path) each warp stores its 16 keys'
 // rows of the dSᵀ tile (2 KB of the shared tile's image) into the workspace
-// by one bulk copy (a warp whose keys are all padding stores nothing), and the
-// dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K over the real keys' rows.
+// by one bulk copy, and the dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K.
 //
 // dQ reaches the fp32 accumulator through shared memory: the warpgroup
 // stores its tile there (in the accumulator's own order, dq_accum.cuh) and
@@ -88,7 +87,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
   int first_rows = 0;  // the first pair's real query rows
-  bool have = valid > 0 && sched.next(pair, entry, first_rows);  // a tile with no real keys has all-zero gradients
+  bool have = valid > 0 && sched.template next<true>(pair, entry, first_rows);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
@@ -113,7 +112,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     BwdPair next{};
     int next_entry = 0;
     int next_real_rows = 0;
-    const bool have_next = sched.next(next, next_entry, next_real_rows);
+    const bool have_next = sched.template next<true>(next, next_entry, next_real_rows);
     const auto load_next = [&] {
       if (have_next)
         load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, other);
@@ -132,9 +131,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     if (add_dq) {
       sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
-    } else if (store_ds && 16 * warp < valid) {
-      // The warp's rows of the tile (none of padding keys only: the dQ pass reads a tile's real
-      // keys' rows); the last pair's copy has read them.
+    } else if constexpr (store_ds) {  // the warp's rows of the tile: the last pair's copy has read them
       constexpr std::uint32_t kWarpRowsBytes = SwizzledTile<kTileRows>::kBytes / 4;
       const std::uint32_t rows = sds + warp * kWarpRowsBytes;
       if (lane == 0) bulk_wait_read<0>();
