@@ -127,8 +127,9 @@ struct DeviceForward {
 
 // A backward call on the GPU: `host` (from problem.backward_params(), so dq,
 // dk, dv poisoned) with every tensor replaced by a device copy; run() gives it
-// the workspace the library asks for (or `workspace_bytes` of it) and copies
-// the gradients back.
+// the workspace the library asks for (or `workspace_bytes` of it), every byte
+// 0xFF (NaN in each float type, -1 in each integer one) so that a pass reading
+// scratch no pass wrote shows up, and copies the gradients back.
 struct DeviceBackward {
   DeviceBackward(AttentionProblem& problem, const BackwardParams& host)
       : params(host), inputs(problem), out(problem.out), lse(problem.lse), dout(problem.dout), dq(problem.dq),
@@ -151,6 +152,9 @@ struct DeviceBackward {
     const DeviceBytes workspace(workspace_bytes);
     params.workspace = workspace.data();
     params.workspace_bytes = workspace.size();
+    if (workspace.size() > 0) {
+      EXPECT_EQ(cudaMemset(workspace.data(), 0xFF, workspace.size()), cudaSuccess);
+    }
     vsa::backward(params);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     copy_back();

@@ -27,7 +27,7 @@ struct BwdPair {
 class KeyScheduler {
  public:
   __device__ explicit KeyScheduler(const BwdKernelParams& p)
-      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), row_tile_(0) {
+      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), q_block_(0), q_count_(0), q_block_after_(0), row_tile_(0) {
     const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int item = __ldg(p.kv_order + (cta >> tile_shift_));
     const int kv_heads = p.heads / p.kv_group;
@@ -68,35 +68,67 @@ class KeyScheduler {
   }
 
   // The next pair, false once every listed query tile has been handed out; `entry`: the KV->Q
-  // list entry it came from.
-  __device__ bool next(BwdPair& pair) {
-    int entry = 0;
-    return next(pair, entry);
-  }
-  __device__ bool next(BwdPair& pair, int& entry) {
-    while (entry_ == entry_end_) {
-      if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
-      const std::int64_t list = (static_cast<std::int64_t>(batch_) * p_.heads + head_) * p_.num_kv_blocks + kv_block_;
-      entry_ = __ldg(p_.k2q_offsets + list);
-      entry_end_ = __ldg(p_.k2q_offsets + list + 1);
+  // list entry it came from; `real_rows`: its tile's real query rows (as real_rows(pair)).
+  // The lookups run ahead of the walk: each entry's query block is read as the entry before
+  // it is handed out. kCountAhead: the Hopper key pass (it hands out a pair under the last
+  // one's products) also reads the entry after next's block then, and the next entry's
+  // real-query count, so nothing a pair's copies depend on is read in the same step; the
+  // portable one (255 registers, no room for two more: it spilled) reads the count in the step.
+  // At a list's start the first entry's lookups are waited for.
+  template <bool kCountAhead>
+  __device__ bool next(BwdPair& pair, int& entry, int& real_rows) {
+    if (entry_ == entry_end_) {  // the next query head's list that names the block (rare: GQA)
+      do {
+        if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
+        const std::int64_t list =
+            (static_cast<std::int64_t>(batch_) * p_.heads + head_) * p_.num_kv_blocks + kv_block_;
+        entry_ = __ldg(p_.k2q_offsets + list);
+        entry_end_ = __ldg(p_.k2q_offsets + list + 1);
+      } while (entry_ == entry_end_);
+      q_block_ = __ldg(p_.k2q_blocks + entry_);
+      if constexpr (kCountAhead) read_ahead();
     }
-    const std::int64_t q_block = __ldg(p_.k2q_blocks + entry_);
-    pair = {head_, q_block * p_.block + row_tile_ * kTileRows};
+    pair = {head_, static_cast<std::int64_t>(q_block_) * p_.block + row_tile_ * kTileRows};
     entry = entry_;
+    const int rows =
+        (kCountAhead ? q_count_ : query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block)) -
+        row_tile_ * kTileRows;
+    real_rows = rows < kTileRows ? rows : kTileRows;
     if (++row_tile_ == (1 << tile_shift_)) {
       row_tile_ = 0;
-      ++entry_;
+      if (++entry_ < entry_end_) {
+        if constexpr (kCountAhead) {
+          q_block_ = q_block_after_;
+          read_ahead();
+        } else {
+          q_block_ = __ldg(p_.k2q_blocks + entry_);
+        }
+      }
     }
     return true;
   }
 
+  // The portable key pass's: real_rows(pair) gives the rows, where its copies are issued.
+  __device__ bool next(BwdPair& pair, int& entry) {
+    int unused_rows = 0;  // its load is left out as dead code
+    return next<false>(pair, entry, unused_rows);
+  }
+
  private:
+  // entry_'s real-query count (its block q_block_ read) and entry_ + 1's block.
+  __device__ void read_ahead() {
+    q_count_ = query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block);
+    if (entry_ + 1 < entry_end_) q_block_after_ = __ldg(p_.k2q_blocks + entry_ + 1);
+  }
+
   const BwdKernelParams& p_;
   int batch_, kv_head_;
   int tile_shift_;           // log2(blk / 64)
   int kv_block_, key_tile_;  // the CTA's block and which 64 keys of it
   int head_;                 // query head of the list being walked
   int entry_, entry_end_;    // position in that list
+  int q_block_, q_count_;    // the query block of entry_ and its real queries (kCountAhead)
+  int q_block_after_;        // the query block of entry_ + 1 (kCountAhead)
   int row_tile_;             // which 64 rows of the current query block
 };
 

@@ -8,8 +8,9 @@
 //
 // Shared memory: three stages of (dSᵀ, K), 72 KB at D = 128 (within the 99 KB
 // of sm_86/89/120): the copies of the next two tiles are in flight while one
-// is multiplied. A tile of a block with no real keys (its key pass stored
-// nothing) is read as zeros.
+// is multiplied. Only a tile's real keys' rows of dSᵀ are read (those of
+// padding keys are zeros here, as are K's rows past them), so a tile of a
+// block with no real keys is all zeros.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,7 +53,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __g
 #pragma unroll
       for (int i = 0; i < kStoredDsTileBytes / 16 / kBwdThreads; ++i) {
         const int chunk = static_cast<int>(threadIdx.x) + i * kBwdThreads;
-        ptx::cp_async_16_or_zero(dst + 16 * chunk, src + 16 * chunk, valid > 0);
+        // Only the real keys' rows (8 chunks each): a padding key's dS is 0 (P = 0 there).
+        ptx::cp_async_16_or_zero(dst + 16 * chunk, src + 16 * chunk, chunk / 8 < valid);
       }
       load_tile_async<Elem, kHeadDim, kBwdThreads>(k_tile(stage), rows.k + sched.first_key(t, block) * p.k_stride.seq,
                                                     p.k_stride.seq, valid);

@@ -92,11 +92,16 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
     ptx::cp_async_wait<kDqStoredStages - 2>();  // tile t written by this thread ...
     fence_proxy_async();                         // ... visible to wgmma ...
     __syncthreads();                             // ... for every thread; tile t − 1's product is done
-    const int refill = stage == 0 ? kDqStoredStages - 1 : stage - 1;  // tile t − 1's stage
-    const int valid_after = load(t + kDqStoredStages - 1, refill);
     const StoredDsStage<kHeadDim> s = stage_of(stage);
     fence_registers(dq);
-    with_tile_width(valid, [&](auto keys) { pair_dq<kBf16, kHeadDim, decltype(keys)::value>(dq, s.ds, s.k, true); });
+    with_tile_width(valid,
+                    [&](auto keys) { issue_pair_dq<kBf16, kHeadDim, decltype(keys)::value>(dq, s.ds, s.k, true); });
+    // Tile t + 2 is found (list reads from global memory) and its copies issued while tile
+    // t's product is on the tensor cores, into tile t − 1's stage, whose product was waited for.
+    const int refill = stage == 0 ? kDqStoredStages - 1 : stage - 1;
+    const int valid_after = load(t + kDqStoredStages - 1, refill);
+    wgmma_wait<0>();
+    fence_registers(dq);
     valid = valid_next;
     valid_next = valid_after;
     stage = stage == kDqStoredStages - 1 ? 0 : stage + 1;

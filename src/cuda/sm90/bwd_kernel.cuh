@@ -86,11 +86,12 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
 
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
-  bool have = valid > 0 && sched.next(pair, entry);  // a tile with no real keys has all-zero gradients
+  int first_rows = 0;  // the first pair's real query rows
+  bool have = valid > 0 && sched.template next<true>(pair, entry, first_rows);  // a tile with no real keys has all-zero gradients
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), sched.real_rows(pair), p,
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), first_rows, p,
                               stage_of(0));
   }
   ptx::cp_async_commit();
@@ -104,10 +105,14 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
       bulk_reduce_add_f32(pending_dq, other.q, pending_bytes);
       bulk_commit();
     }
+    sm80::BwdScores s, dp;
+    issue_pair_scores<kBf16, kHeadDim>(sk, sv, stage, s, dp);
+    // The next pair is found (list reads from global memory) while Sᵀ and dPᵀ are on the
+    // tensor cores: before them, their latency was the start of every pair's chain.
     BwdPair next{};
     int next_entry = 0;
-    const bool have_next = sched.next(next, next_entry);
-    const int next_real_rows = have_next ? sched.real_rows(next) : 0;  // looked up under this pair's products
+    int next_real_rows = 0;
+    const bool have_next = sched.template next<true>(next, next_entry, next_real_rows);
     const auto load_next = [&] {
       if (have_next)
         load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, other);
@@ -116,9 +121,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     if (!add_dq) load_next();  // the other stage is free: the next pair lands while this one is computed
     const float* s_lse = reinterpret_cast<const float*>(generic(stage.stats));
     const float* s_delta = s_lse + kTileRows;
-
-    sm80::BwdScores s, dp;
-    pair_scores<kBf16, kHeadDim>(sk, sv, stage, s, dp);
+    finish_pair_scores(s, dp);
 
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, 0, lane, real_rows);

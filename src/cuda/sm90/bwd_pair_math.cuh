@@ -46,10 +46,11 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int rea
     ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
 }
 
-// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, both operands from shared memory), waited for.
+// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, both operands from shared memory),
+// issued and committed; `finish_pair_scores` waits for them.
 template <bool kBf16, int kHeadDim>
-__device__ __forceinline__ void pair_scores(std::uint32_t sk, std::uint32_t sv, const PairStage<kHeadDim>& stage,
-                                            sm80::BwdScores& s, sm80::BwdScores& dp) {
+__device__ __forceinline__ void issue_pair_scores(std::uint32_t sk, std::uint32_t sv, const PairStage<kHeadDim>& stage,
+                                                  sm80::BwdScores& s, sm80::BwdScores& dp) {
   float(&s_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(s);
   float(&dp_flat)[kTileRows / 2] = reinterpret_cast<float(&)[kTileRows / 2]>(dp);
   wgmma_fence();
@@ -61,9 +62,12 @@ __device__ __forceinline__ void pair_scores(std::uint32_t sk, std::uint32_t sv, 
     wgmma_ss<kBf16, kTileRows>(dp_flat, k_major_desc<kHeadDim>(sv, kk), k_major_desc<kHeadDim>(stage.dout, kk),
                                kk > 0);
   wgmma_commit();
+}
+
+__device__ __forceinline__ void finish_pair_scores(sm80::BwdScores& s, sm80::BwdScores& dp) {
   wgmma_wait<0>();
-  fence_registers(s_flat);
-  fence_registers(dp_flat);
+  fence_registers(reinterpret_cast<float(&)[kTileRows / 2]>(s));
+  fence_registers(reinterpret_cast<float(&)[kTileRows / 2]>(dp));
 }
 
 // dV += Pᵀ·dO and dK += dSᵀ·Q (m64nD, Pᵀ and dSᵀ as register A operands),
@@ -86,17 +90,25 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[kHeadDim / 2], float
 }
 
 // dQ = dS·K, or dQ += dS·K when `accumulate` (m64nD; dS read transposed from
-// the shared dSᵀ tile, K as an MN-major operand), waited for; over the tile's
-// first kKeys keys (16-key steps: a partial block's real keys are its first).
+// the shared dSᵀ tile, K as an MN-major operand), issued and committed, not
+// waited for; over the tile's first kKeys keys (16-key steps: a partial
+// block's real keys are its first).
 template <bool kBf16, int kHeadDim, int kKeys = kTileRows>
-__device__ __forceinline__ void pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk,
-                                        bool accumulate = false) {
+__device__ __forceinline__ void issue_pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk,
+                                              bool accumulate = false) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
     wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk),
                                     accumulate || kk > 0);
   wgmma_commit();
+}
+
+// The same, waited for.
+template <bool kBf16, int kHeadDim, int kKeys = kTileRows>
+__device__ __forceinline__ void pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk,
+                                        bool accumulate = false) {
+  issue_pair_dq<kBf16, kHeadDim, kKeys>(dq, sds, sk, accumulate);
   wgmma_wait<0>();
   fence_registers(dq);
 }
