@@ -27,7 +27,14 @@ struct BwdPair {
 class KeyScheduler {
  public:
   __device__ explicit KeyScheduler(const BwdKernelParams& p)
-      : p_(p), tile_shift_(p.block == 2 * kTileRows ? 1 : 0), entry_(0), entry_end_(0), q_block_(0), q_count_(0), q_block_after_(0), row_tile_(0) {
+      : p_(p),
+        tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
+        entry_(0),
+        entry_end_(0),
+        q_block_(0),
+        q_count_(0),
+        q_block_after_(0),
+        row_tile_(0) {
     const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int item = __ldg(p.kv_order + (cta >> tile_shift_));
     const int kv_heads = p.heads / p.kv_group;
@@ -110,7 +117,7 @@ class KeyScheduler {
 
   // The portable key pass's: real_rows(pair) gives the rows, where its copies are issued.
   __device__ bool next(BwdPair& pair, int& entry) {
-    int unused_rows = 0;  // its load is left out as dead code
+    int unused_rows = 0;  // the count's load is dead code here, left out by the compiler
     return next<false>(pair, entry, unused_rows);
   }
 

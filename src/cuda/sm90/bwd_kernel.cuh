@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
   int first_rows = 0;  // the first pair's real query rows
-  bool have = valid > 0 && sched.template next<true>(pair, entry, first_rows);  // a tile with no real keys has all-zero gradients
+  // A tile with no real keys has all-zero gradients.
+  bool have = valid > 0 && sched.template next<true>(pair, entry, first_rows);
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
