@@ -7,6 +7,7 @@
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
+#include "cuda/common/ptx.cuh"
 #include "cuda/common/query_scheduler.cuh"
 
 namespace vsa::cuda {
@@ -25,6 +26,20 @@ __device__ __forceinline__ std::int64_t stored_ds_tile(std::int64_t entry_in_gro
 
 // A stored [64 keys][64 rows] dSᵀ tile of 16-bit elements.
 constexpr int kStoredDsTileBytes = kTileRows * kTileRows * 2;
+
+// A dQ pass's copy of the stored tile at `src` into shared memory at `dst`, by the CTA's
+// kThreads threads (cp.async, committed by the caller): only the first `valid` keys' rows (a
+// row is 128 bytes, 8 chunks) are read, the others zero-filled, as a padding key's dS is 0
+// (P = 0 there). The tile's swizzle stays within each row, so rows keep their places.
+template <int kThreads>
+__device__ __forceinline__ void copy_stored_ds_rows(std::uint32_t dst, const unsigned char* src, int valid) {
+  constexpr int kChunksPerRow = kTileRows * 2 / 16;
+#pragma unroll
+  for (int i = 0; i < kStoredDsTileBytes / 16 / kThreads; ++i) {
+    const int chunk = static_cast<int>(threadIdx.x) + i * kThreads;
+    ptx::cp_async_16_or_zero(dst + 16 * chunk, src + 16 * chunk, chunk / kChunksPerRow < valid);
+  }
+}
 
 // A dQ pass CTA's 64-row query tile, in a grid of query tiles × the group's
 // query heads, and the stored dSᵀ tiles of its list.

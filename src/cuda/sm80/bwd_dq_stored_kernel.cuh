@@ -48,14 +48,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_dq_stored_kernel(const __g
     if (t < num_tiles) {
       const std::int64_t block = sched.block_of(t);
       const int valid = sched.valid_keys(t, block);
-      const unsigned char* src = query_tile.tile(t);
-      const std::uint32_t dst = ptx::smem_addr(ds_tile(stage));
-#pragma unroll
-      for (int i = 0; i < kStoredDsTileBytes / 16 / kBwdThreads; ++i) {
-        const int chunk = static_cast<int>(threadIdx.x) + i * kBwdThreads;
-        // Only the real keys' rows (8 chunks each): a padding key's dS is 0 (P = 0 there).
-        ptx::cp_async_16_or_zero(dst + 16 * chunk, src + 16 * chunk, chunk / 8 < valid);
-      }
+      copy_stored_ds_rows<kBwdThreads>(ptx::smem_addr(ds_tile(stage)), query_tile.tile(t), valid);
       load_tile_async<Elem, kHeadDim, kBwdThreads>(k_tile(stage), rows.k + sched.first_key(t, block) * p.k_stride.seq,
                                                     p.k_stride.seq, valid);
     }

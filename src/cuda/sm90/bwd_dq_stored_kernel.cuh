@@ -68,13 +68,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
       const StoredDsStage<kHeadDim> dst = stage_of(stage);
       const std::int64_t block = sched.block_of(t);
       valid = sched.valid_keys(t, block);
-      const unsigned char* src = query_tile.tile(t);
-      constexpr int kChunks = SwizzledTile<kTileRows>::kBytes / 16;
-#pragma unroll
-      for (int i = 0; i < kChunks / kWarpgroupThreads; ++i) {
-        const int chunk = static_cast<int>(threadIdx.x) + i * kWarpgroupThreads;  // of key row chunk / 8
-        ptx::cp_async_16_or_zero(dst.ds + 16 * chunk, src + 16 * chunk, chunk / 8 < valid);
-      }
+      copy_stored_ds_rows<kWarpgroupThreads>(dst.ds, query_tile.tile(t), valid);
       load_tile<Elem, kHeadDim>(dst.k, rows.k + sched.first_key(t, block) * p.k_stride.seq, p.k_stride.seq, valid);
     }
     ptx::cp_async_commit();
