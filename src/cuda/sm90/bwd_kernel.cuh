@@ -22,7 +22,11 @@
 //
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
-// cp.async into the 128-byte-swizzled layout. A pair's Q, dO, lse and delta
+// cp.async into the 128-byte-swizzled layout, except on the stored-dS path a
+// full query tile's Q and dO: one thread requests them by TMA, and the stage's
+// mbarrier tells the warpgroup they have landed (partial tiles keep cp.async,
+// which zero-fills their padding rows; measured −1 to −4 %, docs/kernel-notes.md,
+// "Q and dO by TMA"). A pair's Q, dO, lse and delta
 // share a stage, two stages in turn. Without dQ the next pair lands in the
 // other stage while this one is computed. With dQ a pair's dQ tile takes
 // its own stage's Q and dO space once dV and dK have read them, and stays
@@ -261,13 +265,14 @@ void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStrea
       BwdStoredArgs args{};
       args.p = p;
       const int kv_heads = p.heads / p.kv_group;
-      const int batches = (p.ds_first_unit + units - 1) / kv_heads + 1;  // the group's last batch, and those before
+      const int batches = (p.ds_first_unit + units - 1) / kv_heads + 1;  // up to the group's last batch
       args.tma = encode_bwd_query_maps(p, std::is_same_v<Elem, __nv_bfloat16>, batches, kHeadDim, args.maps);
       launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, true>, bwd_smem_bytes<Elem, kHeadDim>()>(
           key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, args, "bwd_kernel (sm90, dS stored)");
-    } else
+    } else {
       launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, false>, bwd_smem_bytes<Elem, kHeadDim>()>(
           key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, p, "bwd_kernel (sm90)");
+    }
   });
 }
 
