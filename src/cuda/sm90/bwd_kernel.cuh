@@ -22,7 +22,11 @@
 //
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
-// cp.async into the 128-byte-swizzled layout. A pair's Q, dO, lse and delta
+// cp.async into the 128-byte-swizzled layout, except on the stored-dS path a
+// full query tile's Q and dO: one thread requests them by TMA, and the stage's
+// mbarrier tells the warpgroup they have landed (partial tiles keep cp.async,
+// which zero-fills their padding rows; measured −1 to −4 %, docs/kernel-notes.md,
+// "Q and dO by TMA"). A pair's Q, dO, lse and delta
 // share a stage, two stages in turn. Without dQ the next pair lands in the
 // other stage while this one is computed. With dQ a pair's dQ tile takes
 // its own stage's Q and dO space once dV and dK have read them, and stays
@@ -34,6 +38,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "cuda/common/key_scheduler.cuh"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/dq_accum.cuh"
@@ -42,9 +48,22 @@
 #include "cuda/sm90/bwd_pair_math.cuh"
 #include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
+#include "cuda/sm90/tensor_maps.hpp"
 #include "cuda/sm90/tma.cuh"
 
 namespace vsa::cuda::sm90 {
+
+// The stored-dS key pass's arguments: its q and dout tensor maps (first: 64-byte aligned) and
+// whether they could be encoded; full query tiles then come by TMA, one thread's request.
+struct BwdStoredArgs {
+  BwdQueryMaps maps;
+  BwdKernelParams p;
+  bool tma;
+};
+template <bool kStoreDs>
+using BwdKeyPassArgs = std::conditional_t<kStoreDs, BwdStoredArgs, BwdKernelParams>;
+__device__ __forceinline__ const BwdKernelParams& key_pass_params(const BwdKernelParams& p) { return p; }
+__device__ __forceinline__ const BwdKernelParams& key_pass_params(const BwdStoredArgs& args) { return args.p; }
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
@@ -57,8 +76,10 @@ constexpr int bwd_smem_bytes() {
 // kStoreDs: the stored-dS path (p.ds_tiles set), a kernel of its own so that the
 // others keep their registers.
 template <class Elem, int kHeadDim, bool kMeanGrads, bool kStoreDs>
-__global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
+__global__ void __launch_bounds__(kWarpgroupThreads, 2)
+    bwd_kernel(const __grid_constant__ BwdKeyPassArgs<kStoreDs> args) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const BwdKernelParams& p = key_pass_params(args);
   using Tile = SwizzledTile<kHeadDim>;
   constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -69,6 +90,18 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
   const std::uint32_t stage0 = sds + SwizzledTile<kTileRows>::kBytes;
   auto stage_of = [&](int index) { return PairStage<kHeadDim>(stage0 + static_cast<std::uint32_t>(index) * kStageStride); };
   auto generic = [&](std::uint32_t addr) { return smem + (addr - smem0); };
+  // The stored-dS path's stage barriers, in the slack after each stage's stats: a stage's phase
+  // completes once per use, by its TMA bytes or by one plain arrival (a pair copied by cp.async).
+  auto stage_barrier = [&](int index) { return stage_of(index).stats + PairStage<kHeadDim>::kStatsBytes; };
+  static_assert(PairStage<kHeadDim>::kBytes + 8 <= kStageStride, "a stage's barrier fits its slack");
+  if constexpr (kStoreDs) {
+    if (threadIdx.x == 0) {
+      mbarrier_init(stage_barrier(0), 1);
+      mbarrier_init(stage_barrier(1), 1);
+      mbarrier_init_fence();
+    }
+    __syncthreads();
+  }
 
   KeyScheduler sched(p);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
@@ -95,10 +128,13 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
     load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), first_rows, p,
                               stage_of(0));
   }
+  if constexpr (kStoreDs)
+    if (threadIdx.x == 0) mbarrier_arrive(stage_barrier(0));  // the first pair comes by cp.async
   ptx::cp_async_commit();
   int n = 0;  // pairs done
   for (; have; ++n) {
     ptx::cp_async_wait<0>();  // this pair's stage (and K, V) written by this thread, the last dQ tile stored ...
+    if constexpr (kStoreDs) mbarrier_wait(stage_barrier(n & 1), (n >> 1) & 1);  // ... or by TMA ...
     fence_proxy_async();      // ... visible to wgmma and the TMA unit ...
     __syncthreads();          // ... for every thread; every product of the last pair is done
     const PairStage<kHeadDim> stage = stage_of(n & 1), other = stage_of((n + 1) & 1);
@@ -119,7 +155,27 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2) bwd_kernel(const __grid_
         load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, other);
       ptx::cp_async_commit();
     };
-    if (!add_dq) load_next();  // the other stage is free: the next pair lands while this one is computed
+    if constexpr (kStoreDs) {  // the other stage is free: the next pair lands while this one is computed
+      const bool by_tma = have_next && args.tma && next_real_rows == kTileRows;
+      const BwdPairRows<Elem> rows = pair_rows<Elem, kHeadDim>(p, sched.batch(), next);
+      if (by_tma)
+        load_pair_stats<Elem, kHeadDim>(rows, other);
+      else if (have_next)
+        load_pair<Elem, kHeadDim>(rows, next_real_rows, p, other);
+      ptx::cp_async_commit();
+      if (threadIdx.x == 0) {
+        const std::uint32_t bar = stage_barrier((n + 1) & 1);
+        if (by_tma) {
+          mbarrier_expect_bytes(bar, 2 * Tile::kBytes);
+          load_query_tile_boxes<kHeadDim>(other.q, bar, args.maps.q, next.row0, next.head, sched.batch());
+          load_query_tile_boxes<kHeadDim>(other.dout, bar, args.maps.dout, next.row0, next.head, sched.batch());
+        } else {
+          mbarrier_arrive(bar);
+        }
+      }
+    } else if (!add_dq) {
+      load_next();
+    }
     const float* s_lse = reinterpret_cast<const float*>(generic(stage.stats));
     const float* s_delta = s_lse + kTileRows;
     finish_pair_scores(s, dp);
@@ -205,12 +261,18 @@ template <class Elem, int kHeadDim>
 void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStream_t stream) {
   with_mean_grads(p.dk_mean != nullptr || p.dv_mean != nullptr, [&](auto mean_grads) {
     constexpr bool kMeanGrads = decltype(mean_grads)::value;
-    if (p.ds_tiles != nullptr)
+    if (p.ds_tiles != nullptr) {
+      BwdStoredArgs args{};
+      args.p = p;
+      const int kv_heads = p.heads / p.kv_group;
+      const int batches = (p.ds_first_unit + units - 1) / kv_heads + 1;  // up to the group's last batch
+      args.tma = encode_bwd_query_maps(p, std::is_same_v<Elem, __nv_bfloat16>, batches, kHeadDim, args.maps);
       launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, true>, bwd_smem_bytes<Elem, kHeadDim>()>(
-          key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, p, "bwd_kernel (sm90, dS stored)");
-    else
+          key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, args, "bwd_kernel (sm90, dS stored)");
+    } else {
       launch_kernel<bwd_kernel<Elem, kHeadDim, kMeanGrads, false>, bwd_smem_bytes<Elem, kHeadDim>()>(
           key_tile_grid(num_kv_tiles, units), kWarpgroupThreads, stream, p, "bwd_kernel (sm90)");
+    }
   });
 }
 

@@ -29,21 +29,27 @@ struct PairStage {
 static_assert(PairStage<128>::kBytes >= kDqTileFloats<128> * static_cast<int>(sizeof(float)));
 static_assert(PairStage<64>::kBytes >= kDqTileFloats<64> * static_cast<int>(sizeof(float)));
 
-// Q and dO rows of a pair, and its 64 lse and delta values (16-byte chunks,
-// copied by the first 32 threads), into a stage, by the 128 threads of a
-// warpgroup (threadIdx.x 0..127). Padding query rows (from `real_rows` on)
-// are zero-filled, not read: their P and dS are 0 by the mask.
+// A pair's 64 lse and delta values (16-byte chunks, copied by the first 32 threads) into its
+// stage.
 template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
-                                          const PairStage<kHeadDim>& stage) {
-  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq, real_rows);
-  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq, real_rows);
+__device__ __forceinline__ void load_pair_stats(const BwdPairRows<Elem>& rows, const PairStage<kHeadDim>& stage) {
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kTileRows / 4;
   if (t < kChunks)
     ptx::cp_async_16(stage.stats + 16 * t, rows.lse + 4 * t);
   else if (t < 2 * kChunks)
     ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
+}
+
+// Q and dO rows of a pair, and its lse and delta, into a stage, by the 128 threads of a
+// warpgroup (threadIdx.x 0..127). Padding query rows (from `real_rows` on) are zero-filled,
+// not read: their P and dS are 0 by the mask.
+template <class Elem, int kHeadDim>
+__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
+                                          const PairStage<kHeadDim>& stage) {
+  load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq, real_rows);
+  load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq, real_rows);
+  load_pair_stats<Elem, kHeadDim>(rows, stage);
 }
 
 // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, both operands from shared memory),

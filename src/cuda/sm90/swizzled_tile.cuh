@@ -66,17 +66,24 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
                              row + pass * kRowsPerPass < valid_rows);
 }
 
+// The boxes of such a tile, their bytes announced on `full` by the caller.
+template <int kHeadDim>
+__device__ __forceinline__ void load_query_tile_boxes(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+                                                      std::int64_t row, int head, int batch) {
+  using Tile = SwizzledTile<kHeadDim>;
+#pragma unroll
+  for (int c = 0; c < kHeadDim / 64; ++c)
+    tma_load_4d(dst + c * Tile::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+}
+
 // One thread's request for the [64][D] Q tile from `row` of (head, batch)
 // of the 4-D query map: one box of 64 rows × 64 columns per 128-byte swizzle
 // block, all completing on `full`.
 template <int kHeadDim>
 __device__ __forceinline__ void request_query_tile(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
                                                    std::int64_t row, int head, int batch) {
-  using Tile = SwizzledTile<kHeadDim>;
-  mbarrier_expect_bytes(full, Tile::kBytes);
-#pragma unroll
-  for (int c = 0; c < kHeadDim / 64; ++c)
-    tma_load_4d(dst + c * Tile::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+  mbarrier_expect_bytes(full, SwizzledTile<kHeadDim>::kBytes);
+  load_query_tile_boxes<kHeadDim>(dst, full, map, row, head, batch);
 }
 
 // One thread's request for the [kRows][D] K or V tile whose first key is

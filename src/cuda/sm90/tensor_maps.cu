@@ -70,6 +70,12 @@ bool encode_key_tiles(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, co
 
 }  // namespace
 
+bool encode_bwd_query_maps(const BwdKernelParams& p, bool is_bf16, int batch, int head_dim, BwdQueryMaps& maps) {
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+  return fn != nullptr && encode_rows(fn, maps.q, p.q, is_bf16, p.q_stride, batch, p.heads, p.seq_q, head_dim) &&
+         encode_rows(fn, maps.dout, p.dout, is_bf16, p.dout_stride, batch, p.heads, p.seq_q, head_dim);
+}
+
 bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
                             std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps) {
   const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();

@@ -21,6 +21,13 @@ struct FwdTensorMaps {  // each CUtensorMap is 64-byte aligned
 // cp.async. The views that reach here already have 16-byte aligned rows and
 // strides (rows_aligned), which is what the driver documents it needs; no
 // refusal has been observed yet. Host-only, no device synchronization.
+// The stored-dS key pass's q and dout maps, as the forward's q map ([B][H][S][D], `batch`
+// batches from the first), for its full query tiles (key pass, bwd_kernel.cuh).
+struct BwdQueryMaps {
+  CUtensorMap q, dout;
+};
+bool encode_bwd_query_maps(const BwdKernelParams& p, bool is_bf16, int batch, int head_dim, BwdQueryMaps& maps);
+
 bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
                             std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps);
 
