@@ -3,7 +3,7 @@
 // The full benchmark with peers is `vsa bench`; this one is for iterating on
 // kernels. The backward counts 2.5x the forward's FLOPs (FastVideo's rule).
 //
-//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0-3] [only]
+//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0-3] [only] [calls]
 //
 // partial: 0 every block whole; 1 every fifth block 48 of 64 tokens; 2 the
 // Wan 480p latent's tiling (21×30×52 in 4×4×4 tiles: 624 blocks, a quarter
@@ -14,6 +14,10 @@
 // only: 0 times everything; 1 the forward (with and without lse), 2 the
 // backward, 3 the deterministic backward alone (so a profiler sees one kind of
 // launch).
+//
+// calls: calls per timing, issued back to back (default 1: each call timed
+// alone, the device waiting for its first launches; more: the host ahead, as
+// in training and in `vsa bench`).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -49,8 +53,11 @@ T* to_device(const std::vector<T>& host) {
 
 // Medians of 50 CUDA-event timings of each run, after 10 warm-up runs of
 // each; the runs' timings alternate, so clock drift falls on all of them.
+// A timing covers `calls` calls issued back to back (its time / calls): with
+// 1 the device waits for the host's launches at each call's start; with more,
+// the host runs ahead of the device as in a training loop.
 template <class... Runs>
-std::array<double, sizeof...(Runs)> medians_ms(Runs... runs) {
+std::array<double, sizeof...(Runs)> medians_ms(int calls, Runs... runs) {
   for (int i = 0; i < 10; ++i) (runs(), ...);
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t start, stop;
@@ -60,11 +67,11 @@ std::array<double, sizeof...(Runs)> medians_ms(Runs... runs) {
   const auto time_one = [&](auto& run, std::vector<float>& samples) {
     float t = 0.0f;
     check(cudaEventRecord(start), "record");
-    run();
+    for (int c = 0; c < calls; ++c) run();
     check(cudaEventRecord(stop), "record");
     check(cudaEventSynchronize(stop), "sync");
     check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    samples.push_back(t);
+    samples.push_back(t / static_cast<float>(calls));
   };
   for (int i = 0; i < 50; ++i) {
     std::size_t r = 0;
@@ -79,8 +86,8 @@ std::array<double, sizeof...(Runs)> medians_ms(Runs... runs) {
 }
 
 template <class Run>
-double median_ms(Run run) {
-  return medians_ms(run)[0];
+double median_ms(int calls, Run run) {
+  return medians_ms(calls, run)[0];
 }
 
 std::uint64_t splitmix64(std::uint64_t x) {
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
   const std::int64_t block = arg(argc, argv, 5, 64);
   const std::int64_t partial = arg(argc, argv, 6, 1);
   const std::int64_t only = arg(argc, argv, 7, 0);
+  const int calls = static_cast<int>(std::max<std::int64_t>(1, arg(argc, argv, 8, 1)));
   const std::int64_t seq = nk * block, elems = heads * seq * dim;
 
   std::mt19937_64 rng(1234);
@@ -203,17 +211,17 @@ int main(int argc, char** argv) {
       vsa::ForwardParams no_lse = p;
       no_lse.need_lse = false;
       no_lse.lse = TensorRef{};
-      const auto [fwd, fwd_no_lse] = medians_ms([&] { vsa::forward(p); }, [&] { vsa::forward(no_lse); });
+      const auto [fwd, fwd_no_lse] = medians_ms(calls, [&] { vsa::forward(p); }, [&] { vsa::forward(no_lse); });
       std::printf(" fwd %.3f ms (%.1f TFLOP/s) fwd without lse %.3f ms", fwd, flops / fwd / 1e9, fwd_no_lse);
     }
     if (only != 1) vsa::forward(p);  // out and lse for the backward
     if (only == 0 || only == 2) {
-      const double bwd = median_ms([&] { vsa::backward(b); });
+      const double bwd = median_ms(calls, [&] { vsa::backward(b); });
       std::printf(" bwd %.3f ms (%.1f TFLOP/s effective)", bwd, 2.5 * flops / bwd / 1e9);
     }
     if (only == 0 || only == 3) {
       b.deterministic = true;
-      const double bwd = median_ms([&] { vsa::backward(b); });
+      const double bwd = median_ms(calls, [&] { vsa::backward(b); });
       std::printf(" deterministic bwd %.3f ms (%.1f)", bwd, 2.5 * flops / bwd / 1e9);
     }
     std::printf("\n");
