@@ -33,13 +33,18 @@ class _TrainingLayer(torch.autograd.Function):
         out, fine, lse = _fine_stage_gated_training(q, k, v, q2k_idx, q2k_num, vbs, q_vbs, coarse, gate, scale,
                                                     layout)
         ctx.mark_non_differentiable(q2k_idx, q2k_num)
+        # No zero tensors filled for the lists' gradients before every backward (two launches and
+        # allocations): they, and an absent gradient of out, arrive as None.
+        ctx.set_materialize_grads(False)
         ctx.save_for_backward(q, k, v, *means, coarse, fine, lse, q2k_idx, q2k_num, vbs, q_vbs,
                               *(() if gate is None else (gate,)))
         ctx.scale, ctx.layout, ctx.deterministic = scale, layout, deterministic
         return out, q2k_idx, q2k_num
 
     @staticmethod
-    def backward(ctx, dout: Tensor, _didx, _dnum):
+    def backward(ctx, dout: Optional[Tensor], _didx, _dnum):
+        if dout is None:  # no gradient reached out (gradcheck's undefined-gradient check)
+            return (None,) * 10
         (q, k, v, q_mean, k_mean, v_mean, coarse, fine, lse, q2k_idx, q2k_num, vbs, q_vbs,
          *gate) = ctx.saved_tensors
         gate = gate[0] if gate else None

@@ -68,6 +68,25 @@ def test_gradients_match_reference(gen, case):
         assert rel_error(leaves[n].grad, ref_leaves[n].grad) <= 1e-4, n
 
 
+def test_gradients_with_the_lists_returned_and_an_undefined_output_gradient(gen):
+    """The lists are not differentiable: returning them changes no gradient. An undefined
+    gradient of out (as gradcheck sends it) gives no gradient of q, k, v or the gate."""
+    p = draw_clear_problem(gen)
+    leaves = [t.clone().requires_grad_() for t in (p.q, p.k, p.v, p.gate)]
+    dout = torch.randn(p.q.shape, generator=gen)
+    grads = []
+    for return_lists in (False, True):
+        result = vsa.video_sparse_attn(*leaves[:3], p.vbs, p.q_vbs, p.topk, p.block, leaves[3],
+                                       layout=p.layout, return_lists=return_lists)
+        out = result[0] if return_lists else result
+        grads.append(torch.autograd.grad(out, leaves, dout))
+    for with_lists, without in zip(*grads):
+        assert torch.equal(with_lists, without)
+    out = vsa.video_sparse_attn(*leaves[:3], p.vbs, p.q_vbs, p.topk, p.block, leaves[3], layout=p.layout)
+    undefined = torch._C._functions.UndefinedGrad()(out)
+    assert torch.autograd.grad(undefined, leaves, dout, allow_unused=True) == (None,) * 4
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_16bit_inputs_match_reference(gen, dtype):
     p = draw_clear_problem(gen, heads=2, nk=6, topk=3, dtype=dtype, layout="bshd")

@@ -86,7 +86,7 @@ struct BwdKernelParams {
   // The key pass's items in the order its CTAs take them (KeyScheduler; kv_lists.hpp).
   const int* kv_order;  // [B·Hkv·NK]: (batch · kv heads + kv head) · NK + kv block
   // The stored-dS path (DqMethod::stored_ds), run over groups of (batch, kv head) units: the key
-  // pass stores each pair's dSᵀ tile (8 KB, its shared-memory image) into ds_tiles, and the dQ
+  // pass stores each pair's dSᵀ tile (8 KB, in its family's order) into ds_tiles, and the dQ
   // pass sums dS·K over them. A tile's place: its k2q entry (ds_slots gives the dQ pass the
   // entry of a q2k entry) less the group's first, times (blk/64)², plus its (row tile, key
   // tile) within the pair of blocks. ds_tiles null: another path.

@@ -53,6 +53,28 @@ __device__ __forceinline__ void st_shared_f32x4(std::uint32_t dst_smem, float x,
                : "memory");
 }
 
+// A 16-byte load from shared memory into four registers.
+__device__ __forceinline__ void ld_shared_b32x4(std::uint32_t (&r)[4], std::uint32_t src_smem) {
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(src_smem)
+               : "memory");
+}
+
+// Four registers to global memory in one 16-byte store.
+__device__ __forceinline__ void st_global_b32x4(void* dst, const std::uint32_t (&r)[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// The transpose of an 8 × 8 matrix of 16-bit elements held by a warp, one register a thread
+// (lane l: row l / 4, columns 2·(l % 4) and + 1), returned in the same layout.
+__device__ __forceinline__ std::uint32_t movmatrix_trans(std::uint32_t x) {
+  std::uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // Four 8x8 b16 matrices; lane l supplies the row address of matrix l/8, row l%8.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -1,6 +1,9 @@
 // Where the stored-dS path keeps a pair's dSᵀ tile (kernel_params.hpp): the
 // key pass that writes it and the dQ passes (both families) that read it find
-// it by the same arithmetic, from the pair's KV->Q list entry.
+// it by the same arithmetic, from the pair's KV->Q list entry. What a tile
+// holds is each family's own: the portable kernels store their shared-memory
+// tile (copy_stored_ds_rows reads it), the Hopper ones their register
+// fragments (sm90/stored_ds_fragments.cuh).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,7 @@ __device__ __forceinline__ std::int64_t stored_ds_tile(std::int64_t entry_in_gro
 // A stored [64 keys][64 rows] dSᵀ tile of 16-bit elements.
 constexpr int kStoredDsTileBytes = kTileRows * kTileRows * 2;
 
-// A dQ pass's copy of the stored tile at `src` into shared memory at `dst`, by the CTA's
+// The portable dQ pass's copy of the stored tile at `src` into shared memory at `dst`, by the CTA's
 // kThreads threads (cp.async, committed by the caller): only the first `valid` keys' rows (a
 // row is 128 bytes, 8 chunks) are read, the others zero-filled, as a padding key's dS is 0
 // (P = 0 there). The tile's swizzle stays within each row, so rows keep their places.

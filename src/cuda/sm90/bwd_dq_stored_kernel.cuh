@@ -1,14 +1,14 @@
 // Hopper (sm_90a) backward, dQ pass of the stored-dS path: one warpgroup per
 // 64-row query tile walks its list like the forward (QueryScheduler) and sums
-// dQ += dS·K over it, dS read transposed from the dSᵀ tile the key pass
-// stored for the pair (bwd_kernel.cuh) and K as an MN-major operand: the key
-// pass's own dQ product (pair_dq), here in list order inside one warpgroup,
-// so bitwise repeatable. Nothing is recomputed: a tile costs 8 KB of dSᵀ and
-// the K tile, one product of depth 64.
+// dQ += dS·K over it, dS as the register A operand, taken from the fragments
+// the key pass stored for the pair (stored_ds_fragments.cuh), K as an
+// MN-major operand in shared memory: the key pass's dK product's shape, here
+// in list order inside one warpgroup, so bitwise repeatable. Nothing is
+// recomputed: a tile costs 8 KB of dS and the K tile, one product of depth 64.
 //
-// Shared memory: three stages of (dSᵀ, K), 72 KB at D = 128, so three CTAs
-// share an SM; the copies of the next two tiles are in flight while one is
-// multiplied. Only a tile's real keys' rows of dSᵀ are read (the others are
+// Shared memory: three stages of (dS fragments, K), 72 KB at D = 128, so three
+// CTAs share an SM; the copies of the next two tiles are in flight while one
+// is multiplied. Only a tile's real keys' steps of dS are read (the others are
 // zeros, as are its K rows past them), and a tile of at most 16 (32) real
 // keys is multiplied over its first 16 (32) keys only: a partial block's
 // bytes and products shrink with its keys. A tile of a block with no real
@@ -22,12 +22,13 @@
 #include "cuda/common/stored_ds.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
 #include "cuda/sm90/bwd_pair_math.cuh"
+#include "cuda/sm90/stored_ds_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 
 namespace vsa::cuda::sm90 {
 
 constexpr int kDqStoredStages = 3;
-static_assert(SwizzledTile<kTileRows>::kBytes == kStoredDsTileBytes, "the stored tile is the swizzled one");
+static_assert(SwizzledTile<kTileRows>::kBytes == kStoredDsTileBytes, "a stage holds a stored tile");
 
 template <int kHeadDim>
 struct StoredDsStage {
@@ -60,15 +61,15 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
   const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 
-  // Tile t's dSᵀ and K into stage `stage` (nothing past the list; one commit group either way);
-  // returns its real keys.
+  // Tile t's dS fragments and K into stage `stage` (nothing past the list; one commit group
+  // either way); returns its real keys.
   const auto load = [&](int t, int stage) {
     int valid = 0;
     if (t < num_tiles) {
       const StoredDsStage<kHeadDim> dst = stage_of(stage);
       const std::int64_t block = sched.block_of(t);
       valid = sched.valid_keys(t, block);
-      copy_stored_ds_rows<kWarpgroupThreads>(dst.ds, query_tile.tile(t), valid);
+      copy_ds_fragments(dst.ds, query_tile.tile(t), valid, warp, lane);
       load_tile<Elem, kHeadDim>(dst.k, rows.k + sched.first_key(t, block) * p.k_stride.seq, p.k_stride.seq, valid);
     }
     ptx::cp_async_commit();
@@ -88,8 +89,12 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 3)
     __syncthreads();                             // ... for every thread; tile t − 1's product is done
     const StoredDsStage<kHeadDim> s = stage_of(stage);
     fence_registers(dq);
-    with_tile_width(valid,
-                    [&](auto keys) { issue_pair_dq<kBf16, kHeadDim, decltype(keys)::value>(dq, s.ds, s.k, true); });
+    with_tile_width(valid, [&](auto keys) {
+      constexpr int kSteps = decltype(keys)::value / 16;
+      std::uint32_t ds[kDsSteps][4];
+      load_dq_operand<kSteps>(s.ds, ds, warp, lane);
+      issue_dq_product<kBf16, kHeadDim, kSteps>(dq, ds, s.k);
+    });
     // Tile t + 2 is found (list reads from global memory) and its copies issued while tile
     // t's product is on the tensor cores, into tile t − 1's stage, whose product was waited for.
     const int refill = stage == 0 ? kDqStoredStages - 1 : stage - 1;

@@ -9,8 +9,9 @@
 //                              accumulator)
 //
 // Without an accumulator (the stored-dS path) each warp stores its 16 keys'
-// rows of the dSᵀ tile (2 KB of the shared tile's image) into the workspace
-// by one bulk copy, and the dQ pass (bwd_dq_stored_kernel.cuh) sums dS·K.
+// dSᵀ fragments from its registers into the workspace, in the order the dQ
+// pass (bwd_dq_stored_kernel.cuh) reads them as its operand to sum dS·K
+// (stored_ds_fragments.cuh).
 //
 // dQ reaches the fp32 accumulator through shared memory: the warpgroup
 // stores its tile there (in the accumulator's own order, dq_accum.cuh) and
@@ -47,6 +48,7 @@
 #include "cuda/sm80/bwd_gradients.cuh"
 #include "cuda/sm90/bwd_pair_math.cuh"
 #include "cuda/sm90/register_fragments.cuh"
+#include "cuda/sm90/stored_ds_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 #include "cuda/sm90/tensor_maps.hpp"
 #include "cuda/sm90/tma.cuh"
@@ -188,20 +190,13 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     if (add_dq) {
       sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
-    } else if constexpr (store_ds) {  // the warp's rows of the tile: the last pair's copy has read them
-      constexpr std::uint32_t kWarpRowsBytes = SwizzledTile<kTileRows>::kBytes / 4;
-      const std::uint32_t rows = sds + warp * kWarpRowsBytes;
-      if (lane == 0) bulk_wait_read<0>();
-      __syncwarp();
-      sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
-      fence_proxy_async();  // the stores, for the copy's reads
-      __syncwarp();
-      if (lane == 0) {
-        bulk_store(p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * SwizzledTile<kTileRows>::kBytes +
-                       warp * kWarpRowsBytes,
-                   rows, kWarpRowsBytes);
-        bulk_commit();
-      }
+    } else if constexpr (store_ds) {
+      // The warp's dSᵀ fragments, straight from the registers that feed dK, in the dQ pass's
+      // operand order (stored_ds_fragments.cuh); a warp of padding keys only stores nothing, as
+      // the dQ pass reads a tile's real keys' steps only.
+      if (16 * warp < valid)
+        store_ds_fragments(p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kStoredDsTileBytes, dsa, warp,
+                           lane);
     }
     issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
     if (add_dq) {  // while dV and dK are computed
@@ -235,9 +230,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
       bulk_commit();
     }
   }
-  // Every reduction (or dSᵀ copy: one per warp) done before the CTA leaves (also when the last
-  // pair's tile, all padding rows, was not reduced while an earlier one may still be in flight).
-  if (store_ds ? lane == 0 : bulk_thread) bulk_wait_all();
+  // Every reduction done before the CTA leaves (also when the last pair's tile, all padding
+  // rows, was not reduced while an earlier one may still be in flight).
+  if (!store_ds && bulk_thread) bulk_wait_all();
   // The last pair (n - 1) issued no copy, and every warp is done with the
   // stage n & 1: without dQ, free since the barrier at that pair's start;
   // with dQ, its tile (pair n − 2) left it before the barrier that pair n − 1

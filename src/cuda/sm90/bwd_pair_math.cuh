@@ -95,28 +95,29 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[kHeadDim / 2], float
   wgmma_commit();
 }
 
-// dQ = dS·K, or dQ += dS·K when `accumulate` (m64nD; dS read transposed from
-// the shared dSᵀ tile, K as an MN-major operand), issued and committed, not
-// waited for; over the tile's first kKeys keys (16-key steps: a partial
-// block's real keys are its first).
-template <bool kBf16, int kHeadDim, int kKeys = kTileRows>
-__device__ __forceinline__ void issue_pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk,
-                                              bool accumulate = false) {
+// dQ = dS·K (m64nD; dS read transposed from the shared dSᵀ tile, K as an
+// MN-major operand), waited for.
+template <bool kBf16, int kHeadDim>
+__device__ __forceinline__ void pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk)
-    wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk),
-                                    accumulate || kk > 0);
+  for (int kk = 0; kk < kTileRows / 16; ++kk)
+    wgmma_ss<kBf16, kHeadDim, true>(dq, mn_major_desc<kTileRows>(sds, kk), mn_major_desc<kHeadDim>(sk, kk), kk > 0);
   wgmma_commit();
-}
-
-// The same, waited for.
-template <bool kBf16, int kHeadDim, int kKeys = kTileRows>
-__device__ __forceinline__ void pair_dq(float (&dq)[kHeadDim / 2], std::uint32_t sds, std::uint32_t sk,
-                                        bool accumulate = false) {
-  issue_pair_dq<kBf16, kHeadDim, kKeys>(dq, sds, sk, accumulate);
   wgmma_wait<0>();
   fence_registers(dq);
+}
+
+// dQ += dS·K over the tile's first kSteps 16-key steps (a partial block's real keys are its
+// first), dS as the register A operand (the stored-dS path's dQ pass), K as an MN-major
+// operand: issued and committed, not waited for.
+template <bool kBf16, int kHeadDim, int kSteps>
+__device__ __forceinline__ void issue_dq_product(float (&dq)[kHeadDim / 2], const std::uint32_t (&ds)[kTileRows / 16][4],
+                                                 std::uint32_t sk) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<kBf16, kHeadDim>(dq, ds[kk], mn_major_desc<kHeadDim>(sk, kk), 1);
+  wgmma_commit();
 }
 
 // The dQ tile in the accumulator's own order (dq_accum.cuh) at `tile`, by
