@@ -30,9 +30,9 @@ __device__ __forceinline__ std::int64_t stored_ds_tile(std::int64_t entry_in_gro
 // A stored [64 keys][64 rows] dSᵀ tile of 16-bit elements.
 constexpr int kStoredDsTileBytes = kTileRows * kTileRows * 2;
 
-// The portable dQ pass's copy of the stored tile at `src` into shared memory at `dst`, by the CTA's
-// kThreads threads (cp.async, committed by the caller): only the first `valid` keys' rows (a
-// row is 128 bytes, 8 chunks) are read, the others zero-filled, as a padding key's dS is 0
+// The portable dQ pass's copy of the stored tile at `src` into shared memory at `dst`, by the
+// CTA's kThreads threads (cp.async, committed by the caller): only the first `valid` keys' rows
+// (a row is 128 bytes, 8 chunks) are read, the others zero-filled, as a padding key's dS is 0
 // (P = 0 there). The tile's swizzle stays within each row, so rows keep their places.
 template <int kThreads>
 __device__ __forceinline__ void copy_stored_ds_rows(std::uint32_t dst, const unsigned char* src, int valid) {

@@ -69,8 +69,8 @@ __device__ __forceinline__ const BwdKernelParams& key_pass_params(const BwdStore
 
 template <class Elem, int kHeadDim>
 constexpr int bwd_smem_bytes() {
-  // K, V and the dSᵀ tile; two pair stages (1 KB apart), each holding its pair's fp32 dQ tile
-  // in the end; alignment slack: 107 KB at D = 128, so two CTAs share an SM.
+  // K, V and the atomic path's dSᵀ tile; two pair stages (1 KB apart), each holding its pair's
+  // fp32 dQ tile in the end; alignment slack: 107 KB at D = 128, so two CTAs share an SM.
   return 2 * SwizzledTile<kHeadDim>::kBytes + SwizzledTile<kTileRows>::kBytes + 2 * (PairStage<kHeadDim>::kBytes + 1024) +
          1024;
 }

@@ -20,8 +20,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/block_lists.cuh"
 #include "cuda/common/ptx.cuh"
-#include "cuda/common/query_scheduler.cuh"
 
 namespace vsa::cuda::sm90 {
 

@@ -82,11 +82,6 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t sr
                "r"(bytes)
                : "memory");
 }
-// The same as a plain copy: `bytes` (a multiple of 16) of shared memory stored to global memory.
-__device__ __forceinline__ void bulk_store(void* dst, std::uint32_t src, std::uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
-               : "memory");
-}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // The committed bulk operations' shared-memory reads done (all but kPending groups).
 template <int kPending>
