@@ -121,13 +121,16 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
 
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
-  int first_rows = 0;  // the first pair's real query rows
+  // The pair's real query rows (the rest of its tile is padding), handed out with it by the
+  // scheduler and carried: looked up again after the pair's products, they were a global load
+  // between the products' wait and the mask.
+  int real_rows = 0;
   // A tile with no real keys has all-zero gradients.
-  bool have = valid > 0 && sched.template next<true>(pair, entry, first_rows);
+  bool have = valid > 0 && sched.template next<true>(pair, entry, real_rows);
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), first_rows, p,
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), real_rows, p,
                               stage_of(0));
   }
   if constexpr (kStoreDs)
@@ -182,7 +185,6 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     const float* s_delta = s_lse + kTileRows;
     finish_pair_scores(s, dp);
 
-    const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, 0, lane, real_rows);
     std::uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
     pack_a<Elem>(s, pa);
@@ -220,6 +222,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
 
     pair = next;
     entry = next_entry;
+    real_rows = next_real_rows;
     have = have_next;
   }
   if (pending_dq != nullptr) {  // the last pair's dQ tile, in stage (n − 1) & 1
