@@ -192,15 +192,18 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     if (add_dq) {
       sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
-    } else if constexpr (store_ds) {
+    }
+    issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
+    if constexpr (store_ds) {
       // The warp's dSᵀ fragments, straight from the registers that feed dK, in the dQ pass's
-      // operand order (stored_ds_fragments.cuh); a warp of padding keys only stores nothing, as
-      // the dQ pass reads a tile's real keys' steps only.
+      // operand order (stored_ds_fragments.cuh). The product only reads them, so they are
+      // stored while it runs (before its issue, their addresses and stores were the last steps
+      // of the pair's chain). A warp of padding keys only stores nothing, as the dQ pass reads
+      // a tile's real keys' steps only.
       if (16 * warp < valid)
         store_ds_fragments(p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kStoredDsTileBytes, dsa, warp,
                            lane);
     }
-    issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
     if (add_dq) {  // while dV and dK are computed
       if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left the other stage ...
       __syncthreads();                       // ... for every thread; dSᵀ is whole
