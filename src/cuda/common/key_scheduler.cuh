@@ -57,9 +57,9 @@ class KeyScheduler {
     return valid < kTileRows ? valid : kTileRows;
   }
 
-  // Rows [0, result) of the pair's tile are real queries (q_variable_block_sizes).
-  // Looked up where the mask is applied, after the pair's S and dP products,
-  // rather than carried from next(): a register less across the loop.
+  // Rows [0, result) of the pair's tile are real queries (q_variable_block_sizes). The
+  // portable key pass looks them up where it issues the pair's copies (a register less across
+  // its loop); the Hopper one carries them from next().
   __device__ int real_rows(const BwdPair& pair) const {
     constexpr int kLog2TileRows = 6;
     static_assert(1 << kLog2TileRows == kTileRows);

@@ -121,13 +121,16 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
 
   BwdPair pair{};
   int entry = 0;  // pair's KV->Q entry (the stored-dS path's tile)
-  int first_rows = 0;  // the first pair's real query rows
+  // The pair's real query rows (the rest of its tile is padding), handed out with it by the
+  // scheduler and carried: looked up again after the pair's products, they were a global load
+  // between the products' wait and the mask.
+  int real_rows = 0;
   // A tile with no real keys has all-zero gradients.
-  bool have = valid > 0 && sched.template next<true>(pair, entry, first_rows);
+  bool have = valid > 0 && sched.template next<true>(pair, entry, real_rows);
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), first_rows, p,
+    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), real_rows, p,
                               stage_of(0));
   }
   if constexpr (kStoreDs)
@@ -182,7 +185,6 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     const float* s_delta = s_lse + kTileRows;
     finish_pair_scores(s, dp);
 
-    const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     sm80::scores_to_gradients(s, dp, s_lse, s_delta, p.scale_log2, valid, 16 * warp, 0, lane, real_rows);
     std::uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
     pack_a<Elem>(s, pa);
@@ -190,15 +192,18 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     if (add_dq) {
       sm80::store_key_rows<Elem, false>(reinterpret_cast<Elem*>(generic(sds)), dp, 16 * warp, 0, lane);
       fence_proxy_async();  // the dSᵀ stores, for the dQ product's reads
-    } else if constexpr (store_ds) {
+    }
+    issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
+    if constexpr (store_ds) {
       // The warp's dSᵀ fragments, straight from the registers that feed dK, in the dQ pass's
-      // operand order (stored_ds_fragments.cuh); a warp of padding keys only stores nothing, as
-      // the dQ pass reads a tile's real keys' steps only.
+      // operand order (stored_ds_fragments.cuh). The product only reads them, so they are
+      // stored while it runs (before its issue, their addresses and stores were the last steps
+      // of the pair's chain). A warp of padding keys only stores nothing, as the dQ pass reads
+      // a tile's real keys' steps only.
       if (16 * warp < valid)
         store_ds_fragments(p.ds_tiles + sched.stored_tile(pair, entry, first_entry) * kStoredDsTileBytes, dsa, warp,
                            lane);
     }
-    issue_key_grads<kBf16, kHeadDim>(dv, dk, pa, dsa, stage);
     if (add_dq) {  // while dV and dK are computed
       if (bulk_thread) bulk_wait_read<0>();  // the last dQ tile has left the other stage ...
       __syncthreads();                       // ... for every thread; dSᵀ is whole
@@ -220,6 +225,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
 
     pair = next;
     entry = next_entry;
+    real_rows = next_real_rows;
     have = have_next;
   }
   if (pending_dq != nullptr) {  // the last pair's dQ tile, in stage (n − 1) & 1
