@@ -58,8 +58,8 @@ class KeyScheduler {
   }
 
   // Rows [0, result) of the pair's tile are real queries (q_variable_block_sizes). The
-  // portable key pass looks them up where it issues the pair's copies (a register less across
-  // its loop); the Hopper one carries them from next().
+  // portable key pass looks them up for its copies and again for its mask (a register less
+  // across its loop, where it has none to spare); the Hopper one carries them from next().
   __device__ int real_rows(const BwdPair& pair) const {
     constexpr int kLog2TileRows = 6;
     static_assert(1 << kLog2TileRows == kTileRows);
