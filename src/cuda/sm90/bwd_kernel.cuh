@@ -96,7 +96,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
   // completes once per use, by its TMA bytes and one arrival a warp (request_pair_box), or by
   // the warps' plain arrivals (a pair copied by cp.async).
   auto stage_barrier = [&](int index) { return stage_of(index).stats + PairStage<kHeadDim>::kStatsBytes; };
-  static_assert(PairStage<kHeadDim>::kBytes + 8 <= kStageStride, "a stage's barrier fits its slack");
+  // After stage 0's barrier, the scheduler's two slots for the list entry after next.
+  static_assert(PairStage<kHeadDim>::kBytes + 8 + 8 <= kStageStride,
+                "a stage's barrier and the list slots fit its slack");
   if constexpr (kStoreDs) {
     if (threadIdx.x == 0) {
       mbarrier_init(stage_barrier(0), kPairStageArrivals);
@@ -106,7 +108,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     __syncthreads();
   }
 
-  KeyScheduler sched(p);
+  KeyScheduler sched(p, stage_barrier(0) + 8);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
   constexpr bool store_ds = kStoreDs;                        // ... from the dSᵀ tiles stored here
   const int first_entry = store_ds ? stored_ds_first_entry(p) : 0;
