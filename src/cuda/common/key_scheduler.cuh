@@ -14,6 +14,7 @@
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/kernel_params.hpp"
 #include "cuda/common/mean_grad_rows.cuh"
+#include "cuda/common/ptx.cuh"
 #include "cuda/common/stored_ds.cuh"
 
 namespace vsa::cuda {
@@ -26,14 +27,15 @@ struct BwdPair {
 
 class KeyScheduler {
  public:
-  __device__ explicit KeyScheduler(const BwdKernelParams& p)
+  // ahead_slots: 8 bytes of shared memory for the Hopper key pass's next<true> (read_ahead).
+  __device__ explicit KeyScheduler(const BwdKernelParams& p, std::uint32_t ahead_slots = 0)
       : p_(p),
         tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
         entry_(0),
         entry_end_(0),
         q_block_(0),
         q_count_(0),
-        q_block_after_(0),
+        ahead_slots_(ahead_slots),
         row_tile_(0) {
     const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int item = __ldg(p.kv_order + (cta >> tile_shift_));
@@ -78,12 +80,13 @@ class KeyScheduler {
   // list entry it came from; `real_rows`: its tile's real query rows (as real_rows(pair)).
   // The lookups run ahead of the walk: each entry's query block is read as the entry before
   // it is handed out. kCountAhead: the Hopper key pass (it hands out a pair under the last
-  // one's products) also reads the entry after next's block then, and the next entry's
-  // real-query count, so nothing a pair's copies depend on is read in the same step; the
-  // portable one (255 registers, no room for two more: it spilled) reads the count in the step.
-  // At a list's start the first entry's lookups are waited for.
+  // one's products) also has the entry after next's block copied then (read_ahead), and reads
+  // the next entry's real-query count, so nothing a pair's copies depend on is read in the same
+  // step; the portable one (255 registers, no room for two more: it spilled) reads the count in
+  // the step. At a list's start the first entry's lookups are waited for.
   template <bool kCountAhead>
   __device__ bool next(BwdPair& pair, int& entry, int& real_rows) {
+    bool list_started = false;   // in this call: the second entry's copy has not landed
     if (entry_ == entry_end_) {  // the next query head's list that names the block (rare: GQA)
       do {
         if (++head_ == (kv_head_ + 1) * p_.kv_group) return false;
@@ -93,6 +96,7 @@ class KeyScheduler {
         entry_end_ = __ldg(p_.k2q_offsets + list + 1);
       } while (entry_ == entry_end_);
       q_block_ = __ldg(p_.k2q_blocks + entry_);
+      list_started = true;
       if constexpr (kCountAhead) read_ahead();
     }
     pair = {head_, static_cast<std::int64_t>(q_block_) * p_.block + row_tile_ * kTileRows};
@@ -105,7 +109,7 @@ class KeyScheduler {
       row_tile_ = 0;
       if (++entry_ < entry_end_) {
         if constexpr (kCountAhead) {
-          q_block_ = q_block_after_;
+          q_block_ = list_started ? __ldg(p_.k2q_blocks + entry_) : static_cast<int>(ptx::ld_shared_b32(slot(entry_)));
           read_ahead();
         } else {
           q_block_ = __ldg(p_.k2q_blocks + entry_);
@@ -122,11 +126,19 @@ class KeyScheduler {
   }
 
  private:
-  // entry_'s real-query count (its block q_block_ read) and entry_ + 1's block.
+  // entry_'s real-query count (its block q_block_ read), and entry_ + 1's block copied into its
+  // slot by thread 0. The copy joins the caller's next commit group, which every thread has
+  // waited for (cp.async wait by thread 0, then a CTA barrier) by the call that reads the slot.
+  // A load into a register (session 25's profile) kept the old value's register busy, and ptxas
+  // moved the loaded value into it at once: one move that waited the load's whole latency, 5 %
+  // of the key pass's stall samples.
   __device__ void read_ahead() {
     q_count_ = query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block);
-    if (entry_ + 1 < entry_end_) q_block_after_ = __ldg(p_.k2q_blocks + entry_ + 1);
+    if (threadIdx.x == 0 && entry_ + 1 < entry_end_) ptx::cp_async_4(slot(entry_ + 1), p_.k2q_blocks + entry_ + 1);
   }
+  // Entries alternate between two slots: entry e + 2's copy (issued when e + 1 is reached)
+  // comes a CTA barrier after every thread has read e's.
+  __device__ std::uint32_t slot(int entry) const { return ahead_slots_ + 4u * static_cast<std::uint32_t>(entry & 1); }
 
   const BwdKernelParams& p_;
   int batch_, kv_head_;
@@ -135,7 +147,7 @@ class KeyScheduler {
   int head_;                 // query head of the list being walked
   int entry_, entry_end_;    // position in that list
   int q_block_, q_count_;    // the query block of entry_ and its real queries (kCountAhead)
-  int q_block_after_;        // the query block of entry_ + 1 (kCountAhead)
+  std::uint32_t ahead_slots_;  // entry_ + 1's query block, by its parity (kCountAhead)
   int row_tile_;             // which 64 rows of the current query block
 };
 

@@ -21,6 +21,10 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t dst_smem, const void* 
 __device__ __forceinline__ void cp_async_16_or_zero(std::uint32_t dst_smem, const void* src, bool copy) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst_smem), "l"(src), "r"(copy ? 16 : 0));
 }
+// 4-byte asynchronous copy (.ca: the only size .cg does not take).
+__device__ __forceinline__ void cp_async_4(std::uint32_t dst_smem, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst_smem), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
@@ -45,6 +49,13 @@ __device__ __forceinline__ void st_shared_zero16(std::uint32_t dst_smem) {
 // Four bytes into shared memory.
 __device__ __forceinline__ void st_shared_b32(std::uint32_t dst_smem, std::uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst_smem), "r"(value) : "memory");
+}
+
+// Four bytes from shared memory.
+__device__ __forceinline__ std::uint32_t ld_shared_b32(std::uint32_t src_smem) {
+  std::uint32_t r;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(r) : "r"(src_smem) : "memory");
+  return r;
 }
 
 // Four floats (16 bytes) into shared memory.

@@ -93,19 +93,22 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
   auto stage_of = [&](int index) { return PairStage<kHeadDim>(stage0 + static_cast<std::uint32_t>(index) * kStageStride); };
   auto generic = [&](std::uint32_t addr) { return smem + (addr - smem0); };
   // The stored-dS path's stage barriers, in the slack after each stage's stats: a stage's phase
-  // completes once per use, by its TMA bytes or by one plain arrival (a pair copied by cp.async).
+  // completes once per use, by its TMA bytes and one arrival a warp (request_pair_box), or by
+  // the warps' plain arrivals (a pair copied by cp.async).
   auto stage_barrier = [&](int index) { return stage_of(index).stats + PairStage<kHeadDim>::kStatsBytes; };
-  static_assert(PairStage<kHeadDim>::kBytes + 8 <= kStageStride, "a stage's barrier fits its slack");
+  // After stage 0's barrier, the scheduler's two slots for the list entry after next.
+  static_assert(PairStage<kHeadDim>::kBytes + 8 + 8 <= kStageStride,
+                "a stage's barrier and the list slots fit its slack");
   if constexpr (kStoreDs) {
     if (threadIdx.x == 0) {
-      mbarrier_init(stage_barrier(0), 1);
-      mbarrier_init(stage_barrier(1), 1);
+      mbarrier_init(stage_barrier(0), kPairStageArrivals);
+      mbarrier_init(stage_barrier(1), kPairStageArrivals);
       mbarrier_init_fence();
     }
     __syncthreads();
   }
 
-  KeyScheduler sched(p);
+  KeyScheduler sched(p, stage_barrier(0) + 8);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
   constexpr bool store_ds = kStoreDs;                        // ... from the dSᵀ tiles stored here
   const int first_entry = store_ds ? stored_ds_first_entry(p) : 0;
@@ -134,7 +137,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
                               stage_of(0));
   }
   if constexpr (kStoreDs)
-    if (threadIdx.x == 0) mbarrier_arrive(stage_barrier(0));  // the first pair comes by cp.async
+    if (lane == 0) mbarrier_arrive(stage_barrier(0));  // the first pair comes by cp.async
   ptx::cp_async_commit();
   int n = 0;  // pairs done
   for (; have; ++n) {
@@ -163,20 +166,17 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     if constexpr (kStoreDs) {  // the other stage is free: the next pair lands while this one is computed
       const bool by_tma = have_next && args.tma && next_real_rows == kTileRows;
       const BwdPairRows<Elem> rows = pair_rows<Elem, kHeadDim>(p, sched.batch(), next);
-      if (by_tma)
-        load_pair_stats<Elem, kHeadDim>(rows, other);
+      if (by_tma)  // by the last warp, which has no box to request at D = 64 and one at D = 128
+        load_pair_stats<Elem, kHeadDim, kWarpgroupThreads - 32>(rows, other);
       else if (have_next)
         load_pair<Elem, kHeadDim>(rows, next_real_rows, p, other);
       ptx::cp_async_commit();
-      if (threadIdx.x == 0) {
+      if (lane == 0) {
         const std::uint32_t bar = stage_barrier((n + 1) & 1);
-        if (by_tma) {
-          mbarrier_expect_bytes(bar, 2 * Tile::kBytes);
-          load_query_tile_boxes<kHeadDim>(other.q, bar, args.maps.q, next.row0, next.head, sched.batch());
-          load_query_tile_boxes<kHeadDim>(other.dout, bar, args.maps.dout, next.row0, next.head, sched.batch());
-        } else {
+        if (by_tma)
+          request_pair_box<kHeadDim>(other, bar, args.maps, next.row0, next.head, sched.batch(), warp);
+        else
           mbarrier_arrive(bar);
-        }
       }
     } else if (!add_dq) {
       load_next();

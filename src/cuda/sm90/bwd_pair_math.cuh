@@ -13,6 +13,8 @@
 #include "cuda/sm80/bwd_gradients.cuh"
 #include "cuda/sm90/register_fragments.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
+#include "cuda/sm90/tensor_maps.hpp"
+#include "cuda/sm90/tma.cuh"
 
 namespace vsa::cuda::sm90 {
 
@@ -29,16 +31,41 @@ struct PairStage {
 static_assert(PairStage<128>::kBytes >= kDqTileFloats<128> * static_cast<int>(sizeof(float)));
 static_assert(PairStage<64>::kBytes >= kDqTileFloats<64> * static_cast<int>(sizeof(float)));
 
-// A pair's 64 lse and delta values (16-byte chunks, copied by the first 32 threads) into its
-// stage.
-template <class Elem, int kHeadDim>
+// A pair's 64 lse and delta values (16-byte chunks, copied by the 32 threads from
+// kFirstThread on) into its stage.
+template <class Elem, int kHeadDim, int kFirstThread = 0>
 __device__ __forceinline__ void load_pair_stats(const BwdPairRows<Elem>& rows, const PairStage<kHeadDim>& stage) {
-  const int t = static_cast<int>(threadIdx.x);
+  const int t = static_cast<int>(threadIdx.x) - kFirstThread;
   constexpr int kChunks = kTileRows / 4;
+  if (kFirstThread > 0 && t < 0) return;
   if (t < kChunks)
     ptx::cp_async_16(stage.stats + 16 * t, rows.lse + 4 * t);
   else if (t < 2 * kChunks)
     ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
+}
+
+// A full query tile's Q and dO by TMA, the requests spread over the warpgroup: the two tiles are
+// 2·D/64 boxes of 64 columns, and lane 0 of warp w < 2·D/64 announces box w's bytes on the
+// stage's barrier and requests it; a warp past them only arrives (the barrier counts one arrival
+// a warp). One thread issuing all four boxes of D = 128 spent ~11 % of its warp's time on them,
+// and the warpgroup's other warps waited for it at the dV product's start.
+constexpr int kPairStageArrivals = kWarpgroupThreads / 32;
+template <int kHeadDim>
+__device__ __forceinline__ void request_pair_box(const PairStage<kHeadDim>& stage, std::uint32_t bar,
+                                                 const BwdQueryMaps& maps, std::int64_t row, int head, int batch,
+                                                 int warp) {
+  constexpr int kBoxesPerTile = kHeadDim / 64;
+  static_assert(2 * kBoxesPerTile <= kPairStageArrivals, "a warp per box");
+  using Tile = SwizzledTile<kHeadDim>;
+  if (warp >= 2 * kBoxesPerTile) {
+    mbarrier_arrive(bar);
+    return;
+  }
+  const bool is_q = warp < kBoxesPerTile;
+  const int column_block = is_q ? warp : warp - kBoxesPerTile;
+  mbarrier_expect_bytes(bar, Tile::kBlockBytes);
+  tma_load_4d((is_q ? stage.q : stage.dout) + column_block * Tile::kBlockBytes, is_q ? maps.q : maps.dout, bar,
+              64 * column_block, static_cast<int>(row), head, batch);
 }
 
 // Q and dO rows of a pair, and its lse and delta, into a stage, by the 128 threads of a
