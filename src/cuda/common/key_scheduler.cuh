@@ -109,7 +109,8 @@ class KeyScheduler {
       row_tile_ = 0;
       if (++entry_ < entry_end_) {
         if constexpr (kCountAhead) {
-          q_block_ = list_started ? __ldg(p_.k2q_blocks + entry_) : static_cast<int>(ptx::ld_shared_b32(slot(entry_)));
+          q_block_ = list_started ? __ldg(p_.k2q_blocks + entry_)
+                                  : static_cast<int>(ptx::ld_shared_b32(slot(entry_)));
           read_ahead();
         } else {
           q_block_ = __ldg(p_.k2q_blocks + entry_);
@@ -134,11 +135,14 @@ class KeyScheduler {
   // of the key pass's stall samples.
   __device__ void read_ahead() {
     q_count_ = query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block);
-    if (threadIdx.x == 0 && entry_ + 1 < entry_end_) ptx::cp_async_4(slot(entry_ + 1), p_.k2q_blocks + entry_ + 1);
+    if (threadIdx.x == 0 && entry_ + 1 < entry_end_)
+      ptx::cp_async_4(slot(entry_ + 1), p_.k2q_blocks + entry_ + 1);
   }
   // Entries alternate between two slots: entry e + 2's copy (issued when e + 1 is reached)
   // comes a CTA barrier after every thread has read e's.
-  __device__ std::uint32_t slot(int entry) const { return ahead_slots_ + 4u * static_cast<std::uint32_t>(entry & 1); }
+  __device__ std::uint32_t slot(int entry) const {
+    return ahead_slots_ + 4u * static_cast<std::uint32_t>(entry & 1);
+  }
 
   const BwdKernelParams& p_;
   int batch_, kv_head_;
