@@ -56,16 +56,14 @@ __device__ __forceinline__ void request_pair_box(const PairStage<kHeadDim>& stag
                                                  int warp) {
   constexpr int kBoxesPerTile = kHeadDim / 64;
   static_assert(2 * kBoxesPerTile <= kPairStageArrivals, "a warp per box");
-  using Tile = SwizzledTile<kHeadDim>;
   if (warp >= 2 * kBoxesPerTile) {
     mbarrier_arrive(bar);
     return;
   }
   const bool is_q = warp < kBoxesPerTile;
-  const int column_block = is_q ? warp : warp - kBoxesPerTile;
-  mbarrier_expect_bytes(bar, Tile::kBlockBytes);
-  tma_load_4d((is_q ? stage.q : stage.dout) + column_block * Tile::kBlockBytes, is_q ? maps.q : maps.dout, bar,
-              64 * column_block, static_cast<int>(row), head, batch);
+  mbarrier_expect_bytes(bar, SwizzledTile<kHeadDim>::kBlockBytes);
+  load_query_tile_box<kHeadDim>(is_q ? stage.q : stage.dout, bar, is_q ? maps.q : maps.dout, row, head, batch,
+                                is_q ? warp : warp - kBoxesPerTile);
 }
 
 // Q and dO rows of a pair, and its lse and delta, into a stage, by the 128 threads of a

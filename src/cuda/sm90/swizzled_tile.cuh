@@ -66,14 +66,19 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
                              row + pass * kRowsPerPass < valid_rows);
 }
 
-// The boxes of such a tile, their bytes announced on `full` by the caller.
+// Box `c` of such a tile (its 64 columns from 64·c on), its bytes announced on `full` by the caller.
+template <int kHeadDim>
+__device__ __forceinline__ void load_query_tile_box(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+                                                    std::int64_t row, int head, int batch, int c) {
+  tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+}
+
+// All the boxes of such a tile, their bytes announced on `full` by the caller.
 template <int kHeadDim>
 __device__ __forceinline__ void load_query_tile_boxes(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
                                                       std::int64_t row, int head, int batch) {
-  using Tile = SwizzledTile<kHeadDim>;
 #pragma unroll
-  for (int c = 0; c < kHeadDim / 64; ++c)
-    tma_load_4d(dst + c * Tile::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+  for (int c = 0; c < kHeadDim / 64; ++c) load_query_tile_box<kHeadDim>(dst, full, map, row, head, batch, c);
 }
 
 // One thread's request for the [64][D] Q tile from `row` of (head, batch)
