@@ -96,8 +96,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
   // completes once per use, by its TMA bytes and one arrival a warp (request_pair_box), or by
   // the warps' plain arrivals (a pair copied by cp.async).
   auto stage_barrier = [&](int index) { return stage_of(index).stats + PairStage<kHeadDim>::kStatsBytes; };
-  // After stage 0's barrier, the scheduler's two slots for the list entry after next.
-  static_assert(PairStage<kHeadDim>::kBytes + 8 + 8 <= kStageStride,
+  // After stage 0's barrier, the scheduler's two 4-byte slots for the list entry after next.
+  constexpr std::uint32_t kBarrierBytes = 8, kListSlotBytes = 8;
+  const std::uint32_t list_slots = stage_barrier(0) + kBarrierBytes;
+  static_assert(PairStage<kHeadDim>::kBytes + kBarrierBytes + kListSlotBytes <= kStageStride,
                 "a stage's barrier and the list slots fit its slack");
   if constexpr (kStoreDs) {
     if (threadIdx.x == 0) {
@@ -108,7 +110,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     __syncthreads();
   }
 
-  KeyScheduler sched(p, stage_barrier(0) + 8);
+  KeyScheduler sched(p, list_slots);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
   constexpr bool store_ds = kStoreDs;                        // ... from the dSᵀ tiles stored here
   const int first_entry = store_ds ? stored_ds_first_entry(p) : 0;
