@@ -72,9 +72,10 @@ __device__ __forceinline__ void ld_shared_b32x4(std::uint32_t (&r)[4], std::uint
                : "memory");
 }
 
-// Four registers to global memory in one 16-byte store.
-__device__ __forceinline__ void st_global_b32x4(void* dst, const std::uint32_t (&r)[4]) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+// Four registers to global memory in one 16-byte store, streamed (.cs: its L2 lines are the
+// first evicted), for data written once and read back much later.
+__device__ __forceinline__ void st_global_streaming_b32x4(void* dst, const std::uint32_t (&r)[4]) {
+  asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
 }
 

@@ -32,11 +32,12 @@ __device__ __forceinline__ std::uint32_t ds_chunk(int dq_warp, int step, int lan
 }
 
 // The key pass: warp `warp`'s dSᵀ fragments (its 16 keys, the A operand of dK += dSᵀ·Q) into
-// the tile at `tile`.
+// the tile at `tile`. The tiles (GBs) stream through L2, each byte written once and read once,
+// so their lines are stored evict-first: the Q and dO tiles every pair re-reads from L2 stay.
 __device__ __forceinline__ void store_ds_fragments(unsigned char* tile, const std::uint32_t (&dsa)[kDsSteps][4],
                                                    int warp, int lane) {
 #pragma unroll
-  for (int w = 0; w < kDsSteps; ++w) ptx::st_global_b32x4(tile + ds_chunk(w, warp, lane), dsa[w]);
+  for (int w = 0; w < kDsSteps; ++w) ptx::st_global_streaming_b32x4(tile + ds_chunk(w, warp, lane), dsa[w]);
 }
 
 // The dQ pass: the calling thread's own chunks of the tile at `src` into the same places of
