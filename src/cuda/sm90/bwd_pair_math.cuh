@@ -32,16 +32,19 @@ static_assert(PairStage<128>::kBytes >= kDqTileFloats<128> * static_cast<int>(si
 static_assert(PairStage<64>::kBytes >= kDqTileFloats<64> * static_cast<int>(sizeof(float)));
 
 // A pair's 64 lse and delta values (16-byte chunks, copied by the 32 threads from
-// kFirstThread on) into its stage.
+// kFirstThread on) into its stage: thread t < 16 copies lse's chunk t, the next 16 delta's.
+// One copy with its source selected, not a branch per array: in the branch form the warp ran
+// both paths one after the other, each with its own 64-bit row arithmetic (~28 instructions a
+// path), on the warp that also requests a box, the warpgroup's slowest.
 template <class Elem, int kHeadDim, int kFirstThread = 0>
 __device__ __forceinline__ void load_pair_stats(const BwdPairRows<Elem>& rows, const PairStage<kHeadDim>& stage) {
   const int t = static_cast<int>(threadIdx.x) - kFirstThread;
   constexpr int kChunks = kTileRows / 4;
   if (kFirstThread > 0 && t < 0) return;
-  if (t < kChunks)
-    ptx::cp_async_16(stage.stats + 16 * t, rows.lse + 4 * t);
-  else if (t < 2 * kChunks)
-    ptx::cp_async_16(stage.stats + 16 * t, rows.delta + 4 * (t - kChunks));
+  if (t < 2 * kChunks) {
+    const float* array = t < kChunks ? rows.lse : rows.delta;
+    ptx::cp_async_16(stage.stats + 16 * t, array + 4 * (t % kChunks));
+  }
 }
 
 // A full query tile's Q and dO by TMA, the requests spread over the warpgroup: the two tiles are
