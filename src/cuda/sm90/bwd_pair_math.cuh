@@ -35,7 +35,7 @@ static_assert(PairStage<64>::kBytes >= kDqTileFloats<64> * static_cast<int>(size
 // kFirstThread on) into its stage: thread t < 16 copies lse's chunk t, the next 16 delta's.
 // One copy with its source selected, not a branch per array: in the branch form the warp ran
 // both paths one after the other, each with its own 64-bit row arithmetic (~28 instructions a
-// path), on the warp that also requests a box, the warpgroup's slowest.
+// path); in the stored key pass that warp also requests a box and is the warpgroup's slowest.
 template <class Elem, int kHeadDim, int kFirstThread = 0>
 __device__ __forceinline__ void load_pair_stats(const BwdPairRows<Elem>& rows, const PairStage<kHeadDim>& stage) {
   const int t = static_cast<int>(threadIdx.x) - kFirstThread;
