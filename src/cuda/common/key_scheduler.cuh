@@ -166,9 +166,17 @@ struct BwdPairRows {
   float* dq_accum;
 };
 
+// The pair's first row among lse's and delta's [B·H·Sq] rows. B·H fits 32 bits (lse holds
+// B·H·Sq floats), so (b, h)'s index is formed in 32 bits, unsigned: one wide multiply by Sq and
+// no sign extension, on the path where the stored key pass's slowest warp copies the stats.
+__device__ __forceinline__ std::int64_t pair_stat_row(const BwdKernelParams& p, int batch, const BwdPair& pair) {
+  const std::uint32_t batch_head = static_cast<std::uint32_t>(batch * p.heads + pair.head);
+  return static_cast<std::int64_t>(batch_head) * p.seq_q + pair.row0;
+}
+
 template <class Elem, int kHeadDim>
 __device__ __forceinline__ BwdPairRows<Elem> pair_rows(const BwdKernelParams& p, int batch, const BwdPair& pair) {
-  const std::int64_t stat = (static_cast<std::int64_t>(batch) * p.heads + pair.head) * p.seq_q + pair.row0;
+  const std::int64_t stat = pair_stat_row(p, batch, pair);
   return {static_cast<const Elem*>(p.q) + batch * p.q_stride.batch + pair.head * p.q_stride.head +
               pair.row0 * p.q_stride.seq,
           static_cast<const Elem*>(p.dout) + batch * p.dout_stride.batch + pair.head * p.dout_stride.head +

@@ -119,6 +119,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
   std::uint32_t pending_bytes = 0;            // its real rows' runs (padding rows are not added)
   const BwdKeyRows<Elem> keys = key_rows<Elem>(p, sched);
   const int valid = sched.valid_keys();
+  // The stored path's stats copies of a pair by TMA: the last warp's source less the pair's row.
+  const float* const stats_source = pair_stats_source(p);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   float dk[kHeadDim / 2], dv[kHeadDim / 2];
 #pragma unroll
@@ -135,8 +137,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
   if (have) {
     load_tile<Elem, kHeadDim>(sk, keys.k, p.k_stride.seq, valid);  // dQ += dS·K
     load_tile<Elem, kHeadDim>(sv, keys.v, p.v_stride.seq);
-    load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), pair), real_rows, p,
-                              stage_of(0));
+    load_pair<Elem, kHeadDim>(p, sched.batch(), pair, real_rows, stage_of(0));
   }
   if constexpr (kStoreDs)
     if (lane == 0) mbarrier_arrive(stage_barrier(0));  // the first pair comes by cp.async
@@ -162,16 +163,15 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     const bool have_next = sched.template next<true>(next, next_entry, next_real_rows);
     const auto load_next = [&] {
       if (have_next)
-        load_pair<Elem, kHeadDim>(pair_rows<Elem, kHeadDim>(p, sched.batch(), next), next_real_rows, p, other);
+        load_pair<Elem, kHeadDim>(p, sched.batch(), next, next_real_rows, other);
       ptx::cp_async_commit();
     };
     if constexpr (kStoreDs) {  // the other stage is free: the next pair lands while this one is computed
       const bool by_tma = have_next && args.tma && next_real_rows == kTileRows;
-      const BwdPairRows<Elem> rows = pair_rows<Elem, kHeadDim>(p, sched.batch(), next);
       if (by_tma)  // by the last warp, which has no box to request at D = 64 and one at D = 128
-        load_pair_stats<Elem, kHeadDim, kWarpgroupThreads - 32>(rows, other);
+        load_pair_stats<kHeadDim, kWarpgroupThreads - 32>(stats_source, pair_stat_row(p, sched.batch(), next), other);
       else if (have_next)
-        load_pair<Elem, kHeadDim>(rows, next_real_rows, p, other);
+        load_pair<Elem, kHeadDim>(p, sched.batch(), next, next_real_rows, other);
       ptx::cp_async_commit();
       if (lane == 0) {
         const std::uint32_t bar = stage_barrier((n + 1) & 1);

@@ -33,18 +33,24 @@ static_assert(PairStage<64>::kBytes >= kDqTileFloats<64> * static_cast<int>(size
 
 // A pair's 64 lse and delta values (16-byte chunks, copied by the 32 threads from
 // kFirstThread on) into its stage: thread t < 16 copies lse's chunk t, the next 16 delta's.
-// One copy with its source selected, not a branch per array: in the branch form the warp ran
-// both paths one after the other, each with its own 64-bit row arithmetic (~28 instructions a
-// path); in the stored key pass that warp also requests a box and is the warpgroup's slowest.
-template <class Elem, int kHeadDim, int kFirstThread = 0>
-__device__ __forceinline__ void load_pair_stats(const BwdPairRows<Elem>& rows, const PairStage<kHeadDim>& stage) {
-  const int t = static_cast<int>(threadIdx.x) - kFirstThread;
+// A thread's source less the pair's row is the same for every pair, so it is formed once
+// (pair_stats_source) and a pair's copy adds the pair's row (pair_stat_row) to it. In the stored
+// key pass the copying warp also requests a box and is the warpgroup's slowest, so this is on
+// the pair's critical chain: a branch per array took that warp 56 instructions a pair, an array
+// selected per pair 28, this 18 (bf16, D = 128). The copying threads are one warp (kFirstThread
+// is a multiple of 32), so a thread's chunk is its lane's.
+__device__ __forceinline__ const float* pair_stats_source(const BwdKernelParams& p) {
   constexpr int kChunks = kTileRows / 4;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  return (lane < kChunks ? p.lse : p.delta) + 4 * (lane & (kChunks - 1));
+}
+template <int kHeadDim, int kFirstThread = 0>
+__device__ __forceinline__ void load_pair_stats(const float* source, std::int64_t stat_row,
+                                                const PairStage<kHeadDim>& stage) {
+  static_assert(kFirstThread % 32 == 0, "the copying threads are one warp (pair_stats_source)");
+  const int t = static_cast<int>(threadIdx.x) - kFirstThread;
   if (kFirstThread > 0 && t < 0) return;
-  if (t < 2 * kChunks) {
-    const float* array = t < kChunks ? rows.lse : rows.delta;
-    ptx::cp_async_16(stage.stats + 16 * t, array + 4 * (t % kChunks));
-  }
+  if (t < kTileRows / 2) ptx::cp_async_16(stage.stats + 16 * t, source + stat_row);
 }
 
 // A full query tile's Q and dO by TMA, the requests spread over the warpgroup: the two tiles are
@@ -73,11 +79,12 @@ __device__ __forceinline__ void request_pair_box(const PairStage<kHeadDim>& stag
 // warpgroup (threadIdx.x 0..127). Padding query rows (from `real_rows` on) are zero-filled,
 // not read: their P and dS are 0 by the mask.
 template <class Elem, int kHeadDim>
-__device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int real_rows, const BwdKernelParams& p,
+__device__ __forceinline__ void load_pair(const BwdKernelParams& p, int batch, const BwdPair& pair, int real_rows,
                                           const PairStage<kHeadDim>& stage) {
+  const BwdPairRows<Elem> rows = pair_rows<Elem, kHeadDim>(p, batch, pair);
   load_tile<Elem, kHeadDim>(stage.q, rows.q, p.q_stride.seq, real_rows);
   load_tile<Elem, kHeadDim>(stage.dout, rows.dout, p.dout_stride.seq, real_rows);
-  load_pair_stats<Elem, kHeadDim>(rows, stage);
+  load_pair_stats<kHeadDim>(pair_stats_source(p), pair_stat_row(p, batch, pair), stage);
 }
 
 // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, both operands from shared memory),
