@@ -27,8 +27,9 @@ struct BwdPair {
 
 class KeyScheduler {
  public:
-  // ahead_slots: 8 bytes of shared memory for the Hopper key pass's next<true> (read_ahead).
-  __device__ explicit KeyScheduler(const BwdKernelParams& p, std::uint32_t ahead_slots = 0)
+  // ahead_slots: 8 bytes of shared memory for the Hopper key pass's next<true> (read_ahead),
+  // whose copies thread ahead_thread issues.
+  __device__ explicit KeyScheduler(const BwdKernelParams& p, std::uint32_t ahead_slots = 0, int ahead_thread = 0)
       : p_(p),
         tile_shift_(p.block == 2 * kTileRows ? 1 : 0),
         entry_(0),
@@ -36,6 +37,7 @@ class KeyScheduler {
         q_block_(0),
         q_count_(0),
         ahead_slots_(ahead_slots),
+        ahead_thread_(ahead_thread),
         row_tile_(0) {
     const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int item = __ldg(p.kv_order + (cta >> tile_shift_));
@@ -128,14 +130,15 @@ class KeyScheduler {
 
  private:
   // entry_'s real-query count (its block q_block_ read), and entry_ + 1's block copied into its
-  // slot by thread 0. The copy joins the caller's next commit group, which every thread has
-  // waited for (cp.async wait by thread 0, then a CTA barrier) by the call that reads the slot.
+  // slot by thread ahead_thread_. The copy joins the caller's next commit group, which every
+  // thread has waited for (cp.async wait by that thread, then a CTA barrier) by the call that
+  // reads the slot.
   // A load into a register (session 25's profile) kept the old value's register busy, and ptxas
   // moved the loaded value into it at once: one move that waited the load's whole latency, 5 %
   // of the key pass's stall samples.
   __device__ void read_ahead() {
     q_count_ = query_block_count(p_.q_vbs, p_.q_vbs_is_64, q_block_, p_.block);
-    if (threadIdx.x == 0 && entry_ + 1 < entry_end_)
+    if (static_cast<int>(threadIdx.x) == ahead_thread_ && entry_ + 1 < entry_end_)
       ptx::cp_async_4(slot(entry_ + 1), p_.k2q_blocks + entry_ + 1);
   }
   // Entries alternate between two slots: entry e + 2's copy (issued when e + 1 is reached)
@@ -152,6 +155,7 @@ class KeyScheduler {
   int entry_, entry_end_;    // position in that list
   int q_block_, q_count_;    // the query block of entry_ and its real queries (kCountAhead)
   std::uint32_t ahead_slots_;  // entry_ + 1's query block, by its parity (kCountAhead)
+  int ahead_thread_;           // the thread that copies it
   int row_tile_;             // which 64 rows of the current query block
 };
 

@@ -24,8 +24,8 @@
 // The elementwise step and the dSᵀ store are the portable kernel's (a warp
 // of a warpgroup holds the m16n8 fragments of its 16 keys). Loads are
 // cp.async into the 128-byte-swizzled layout, except on the stored-dS path a
-// full query tile's Q and dO: one thread requests them by TMA, and the stage's
-// mbarrier tells the warpgroup they have landed (partial tiles keep cp.async,
+// full query tile's Q and dO: warps 0 and 1 request them by TMA, a whole tile each, and the
+// stage's mbarrier tells the warpgroup they have landed (partial tiles keep cp.async,
 // which zero-fills their padding rows; measured −1 to −4 %, docs/kernel-notes.md,
 // "Q and dO by TMA"). A pair's Q, dO, lse and delta
 // share a stage, two stages in turn. Without dQ the next pair lands in the
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
   auto stage_of = [&](int index) { return PairStage<kHeadDim>(stage0 + static_cast<std::uint32_t>(index) * kStageStride); };
   auto generic = [&](std::uint32_t addr) { return smem + (addr - smem0); };
   // The stored-dS path's stage barriers, in the slack after each stage's stats: a stage's phase
-  // completes once per use, by its TMA bytes and one arrival a warp (request_pair_box), or by
+  // completes once per use, by its TMA bytes and one arrival a warp (request_pair_tiles), or by
   // the warps' plain arrivals (a pair copied by cp.async).
   auto stage_barrier = [&](int index) { return stage_of(index).stats + PairStage<kHeadDim>::kStatsBytes; };
   // After stage 0's barrier, the scheduler's two 4-byte slots for the list entry after next.
@@ -110,7 +110,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     __syncthreads();
   }
 
-  KeyScheduler sched(p, list_slots);
+  // Each warp has its own per-pair copy besides its share of the tiles: warps 0 and 1 request
+  // the next pair's Q and dO (request_pair_tiles), warp 3 copies its stats, and warp 2 the list
+  // entry after next (thread 64): the dV/dK issue waits for the warpgroup's slowest warp.
+  constexpr int kListCopyThread = 64;
+  KeyScheduler sched(p, list_slots, kListCopyThread);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...
   constexpr bool store_ds = kStoreDs;                        // ... from the dSᵀ tiles stored here
   const int first_entry = store_ds ? stored_ds_first_entry(p) : 0;
@@ -168,7 +172,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     };
     if constexpr (kStoreDs) {  // the other stage is free: the next pair lands while this one is computed
       const bool by_tma = have_next && args.tma && next_real_rows == kTileRows;
-      if (by_tma)  // by the last warp, which has no box to request at D = 64 and one at D = 128
+      if (by_tma)  // by the last warp, which requests no tile
         load_pair_stats<kHeadDim, kWarpgroupThreads - 32>(stats_source, pair_stat_row(p, sched.batch(), next), other);
       else if (have_next)
         load_pair<Elem, kHeadDim>(p, sched.batch(), next, next_real_rows, other);
@@ -176,7 +180,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
       if (lane == 0) {
         const std::uint32_t bar = stage_barrier((n + 1) & 1);
         if (by_tma)
-          request_pair_box<kHeadDim>(other, bar, args.maps, next.row0, next.head, sched.batch(), warp);
+          request_pair_tiles<kHeadDim>(other, bar, args.maps, next.row0, next.head, sched.batch(), warp);
         else
           mbarrier_arrive(bar);
       }

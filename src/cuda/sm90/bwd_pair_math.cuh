@@ -53,26 +53,24 @@ __device__ __forceinline__ void load_pair_stats(const float* source, std::int64_
   if (t < kTileRows / 2) ptx::cp_async_16(stage.stats + 16 * t, source + stat_row);
 }
 
-// A full query tile's Q and dO by TMA, the requests spread over the warpgroup: the two tiles are
-// 2·D/64 boxes of 64 columns, and lane 0 of warp w < 2·D/64 announces box w's bytes on the
-// stage's barrier and requests it; a warp past them only arrives (the barrier counts one arrival
-// a warp). One thread issuing all four boxes of D = 128 spent ~11 % of its warp's time on them,
-// and the warpgroup's other warps waited for it at the dV product's start.
+// A full query tile's Q and dO by TMA, one box each (a whole [64][D] tile: encode_bwd_query_maps),
+// requested by lane 0 of warps 0 (Q) and 1 (dO), each announcing its box's bytes on the stage's
+// barrier; warps 2 and 3 only arrive (the barrier counts one arrival a warp). One thread issuing
+// every box spent ~11 % of its warp's time on them, and the warpgroup's other warps waited for it
+// at the dV product's start; a box per 64 columns (four at D = 128) gave every warp a request,
+// the last one besides the stats copy (~48 instructions a pair on the slowest warp).
 constexpr int kPairStageArrivals = kWarpgroupThreads / 32;
 template <int kHeadDim>
-__device__ __forceinline__ void request_pair_box(const PairStage<kHeadDim>& stage, std::uint32_t bar,
-                                                 const BwdQueryMaps& maps, std::int64_t row, int head, int batch,
-                                                 int warp) {
-  constexpr int kBoxesPerTile = kHeadDim / 64;
-  static_assert(2 * kBoxesPerTile <= kPairStageArrivals, "a warp per box");
-  if (warp >= 2 * kBoxesPerTile) {
+__device__ __forceinline__ void request_pair_tiles(const PairStage<kHeadDim>& stage, std::uint32_t bar,
+                                                   const BwdQueryMaps& maps, std::int64_t row, int head, int batch,
+                                                   int warp) {
+  if (warp >= 2) {
     mbarrier_arrive(bar);
     return;
   }
-  const bool is_q = warp < kBoxesPerTile;
-  mbarrier_expect_bytes(bar, SwizzledTile<kHeadDim>::kBlockBytes);
-  load_query_tile_box<kHeadDim>(is_q ? stage.q : stage.dout, bar, is_q ? maps.q : maps.dout, row, head, batch,
-                                is_q ? warp : warp - kBoxesPerTile);
+  const bool is_q = warp == 0;
+  mbarrier_expect_bytes(bar, SwizzledTile<kHeadDim>::kBytes);
+  load_query_tile_whole<kHeadDim>(is_q ? stage.q : stage.dout, bar, is_q ? maps.q : maps.dout, row, head, batch);
 }
 
 // Q and dO rows of a pair, and its lse and delta, into a stage, by the 128 threads of a

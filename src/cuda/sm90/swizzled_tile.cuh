@@ -66,19 +66,23 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const Elem* src, st
                              row + pass * kRowsPerPass < valid_rows);
 }
 
-// Box `c` of such a tile (its 64 columns from 64·c on), its bytes announced on `full` by the caller.
-template <int kHeadDim>
-__device__ __forceinline__ void load_query_tile_box(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
-                                                    std::int64_t row, int head, int batch, int c) {
-  tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
-}
-
-// All the boxes of such a tile, their bytes announced on `full` by the caller.
+// All the boxes of such a tile from `row` of (head, batch) of a 4-D query map, one per 64
+// columns, their bytes announced on `full` by the caller.
 template <int kHeadDim>
 __device__ __forceinline__ void load_query_tile_boxes(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
                                                       std::int64_t row, int head, int batch) {
 #pragma unroll
-  for (int c = 0; c < kHeadDim / 64; ++c) load_query_tile_box<kHeadDim>(dst, full, map, row, head, batch, c);
+  for (int c = 0; c < kHeadDim / 64; ++c)
+    tma_load_4d(dst + c * SwizzledTile<kHeadDim>::kBlockBytes, map, full, 64 * c, static_cast<int>(row), head, batch);
+}
+
+// A whole [64][D] tile from `row` of (head, batch) of a row-tile map (encode_bwd_query_maps:
+// the column blocks are the map's third dimension), as one box; its bytes announced on `full`
+// by the caller.
+template <int kHeadDim>
+__device__ __forceinline__ void load_query_tile_whole(std::uint32_t dst, std::uint32_t full, const CUtensorMap& map,
+                                                      std::int64_t row, int head, int batch) {
+  tma_load_5d(dst, map, full, 0, static_cast<int>(row), 0, head, batch);
 }
 
 // One thread's request for the [64][D] Q tile from `row` of (head, batch)

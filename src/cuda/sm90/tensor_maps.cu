@@ -31,11 +31,12 @@ std::uint64_t stride_bytes(std::int64_t elements, std::int64_t extent) {
   return extent == 1 ? 16u : static_cast<std::uint64_t>(elements) * 2u;
 }
 
-// A map of `rank` dimensions (dims[0] = D innermost; strides in bytes of
-// dims 1.. ), boxes of 64 columns × 64 rows, out-of-bounds elements read as 0.
+// A map of `rank` dimensions (dims[0] innermost; strides in bytes of dims
+// 1.. ), boxes of 64 columns × 64 rows (× `box2` along dims[2]),
+// out-of-bounds elements read as 0.
 bool encode(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16, int rank,
-            const cuuint64_t* dims, const cuuint64_t* strides) {
-  const cuuint32_t box[5] = {64, static_cast<cuuint32_t>(kTileRows), 1, 1, 1};
+            const cuuint64_t* dims, const cuuint64_t* strides, cuuint32_t box2 = 1) {
+  const cuuint32_t box[5] = {64, static_cast<cuuint32_t>(kTileRows), box2, 1, 1};
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
   return fn(&map, is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
             static_cast<cuuint32_t>(rank), const_cast<void*>(data), dims, strides, box, element_strides,
@@ -51,6 +52,19 @@ bool encode_rows(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const v
   const cuuint64_t strides[3] = {stride_bytes(stride.seq, seq), stride_bytes(stride.head, heads),
                                  stride_bytes(stride.batch, batch)};
   return encode(fn, map, data, is_bf16, 4, dims, strides);
+}
+
+// Q as [B][H][D / 64][S][64]: the 64-column blocks of a row are a dimension of
+// their own (128 bytes apart), so one box holds a whole [64][D] tile, landing
+// as the swizzled tile's column blocks one after another (request_query_tile_whole).
+bool encode_row_tiles(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16,
+                      const SeqStrides& stride, int batch, int heads, std::int64_t seq, int head_dim) {
+  const int blocks = head_dim / 64;
+  const cuuint64_t dims[5] = {64, static_cast<cuuint64_t>(seq), static_cast<cuuint64_t>(blocks),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[4] = {stride_bytes(stride.seq, seq), stride_bytes(64, blocks),
+                                 stride_bytes(stride.head, heads), stride_bytes(stride.batch, batch)};
+  return encode(fn, map, data, is_bf16, 5, dims, strides, static_cast<cuuint32_t>(blocks));
 }
 
 // K or V as [B][H][S / 64][64][D] (S is whole blocks, so whole 64-key tiles):
@@ -72,8 +86,9 @@ bool encode_key_tiles(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, co
 
 bool encode_bwd_query_maps(const BwdKernelParams& p, bool is_bf16, int batch, int head_dim, BwdQueryMaps& maps) {
   const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
-  return fn != nullptr && encode_rows(fn, maps.q, p.q, is_bf16, p.q_stride, batch, p.heads, p.seq_q, head_dim) &&
-         encode_rows(fn, maps.dout, p.dout, is_bf16, p.dout_stride, batch, p.heads, p.seq_q, head_dim);
+  return fn != nullptr &&
+         encode_row_tiles(fn, maps.q, p.q, is_bf16, p.q_stride, batch, p.heads, p.seq_q, head_dim) &&
+         encode_row_tiles(fn, maps.dout, p.dout, is_bf16, p.dout_stride, batch, p.heads, p.seq_q, head_dim);
 }
 
 bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,

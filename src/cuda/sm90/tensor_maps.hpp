@@ -25,8 +25,8 @@ struct FwdTensorMaps {  // each CUtensorMap is 64-byte aligned
 bool encode_fwd_tensor_maps(const FwdKernelParams& p, bool is_bf16, int batch, int kv_heads, std::int64_t seq_q,
                             std::int64_t seq_kv, int head_dim, FwdTensorMaps& maps);
 
-// The stored-dS key pass's q and dout maps, as the forward's q map ([B][H][S][D], `batch`
-// batches from the first), for its full query tiles (bwd_kernel.cuh). False as above, and also
+// The stored-dS key pass's q and dout maps ([B][H][D / 64][S][64], `batch` batches from the
+// first: a box is a whole [64][D] tile), for its full query tiles (bwd_kernel.cuh). False as above, and also
 // for a view whose base or strides TMA cannot take (these are not checked before): the key pass
 // then copies every pair by cp.async.
 struct BwdQueryMaps {
