@@ -110,9 +110,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 2)
     __syncthreads();
   }
 
-  // Each warp has its own per-pair copy besides its share of the tiles: warps 0 and 1 request
-  // the next pair's Q and dO (request_pair_tiles), warp 3 copies its stats, and warp 2 the list
-  // entry after next (thread 64): the dV/dK issue waits for the warpgroup's slowest warp.
+  // Where a pair comes by TMA, each warp has one per-pair copy of its own: warps 0 and 1 request
+  // the next pair's Q and dO (request_pair_tiles), warp 3 copies its stats, warp 2 the list
+  // entry after next (thread 64). The dV/dK issue waits for the warpgroup's slowest warp.
   constexpr int kListCopyThread = 64;
   KeyScheduler sched(p, list_slots, kListCopyThread);
   const bool add_dq = !kStoreDs && p.dq_accum != nullptr;  // else the dQ pass computes dq ...

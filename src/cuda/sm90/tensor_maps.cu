@@ -56,7 +56,7 @@ bool encode_rows(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const v
 
 // Q as [B][H][D / 64][S][64]: the 64-column blocks of a row are a dimension of
 // their own (128 bytes apart), so one box holds a whole [64][D] tile, landing
-// as the swizzled tile's column blocks one after another (request_query_tile_whole).
+// as the swizzled tile's column blocks one after another (load_query_tile_whole).
 bool encode_row_tiles(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* data, bool is_bf16,
                       const SeqStrides& stride, int batch, int heads, std::int64_t seq, int head_dim) {
   const int blocks = head_dim / 64;

@@ -3,7 +3,8 @@
 // 4-D [B][H][S][D] tensor, k and v as 5-D [B][H][S / 64][64][D] tensors of
 // 64-key tiles (request_key_tile), copied in boxes of 64 rows × 64 columns
 // into the 128-byte-swizzled tiles that wgmma reads; and the backward key
-// pass's q and dout, as the forward's q.
+// pass's q and dout as 5-D [B][H][D / 64][S][64] tensors, whose box is a
+// whole [64][D] tile.
 #pragma once
 
 #include <cuda.h>
