@@ -10,9 +10,9 @@
 // stages of a query tile's Q, dO, lse and delta. With one stage (81 KB at
 // D = 128, so it launches on every GPU from sm_80 on, the 99 KB of
 // sm_86/89/120 included, two CTAs per SM on sm_80 and sm_90) the next pair's
-// Q/dO land while this pair's dQ = dS·K runs and its sums go out; without a
-// dQ product (kStoreDs) they would land under nothing, so the stored-dS path
-// takes two stages (113 KB) where two CTAs still fit (stored_ds_stages).
+// Q/dO land while this pair's dQ = dS·K runs and its sums go out, after a CTA
+// barrier; with two (113 KB), where two CTAs still fit (query_stages), they
+// are requested earlier and that barrier goes.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -87,13 +87,15 @@ __device__ __forceinline__ void load_pair(const BwdPairRows<Elem>& rows, int rea
 }
 
 // kStages = 2: the next pair's query tiles land in the other stage while this
-// pair is computed, from its start; kStages = 1: they land while its dQ is
-// computed, after every warp is done with dV and dK (a CTA barrier more).
-// kStoreDs: the stored-dS path (p.ds_tiles set, no dQ accumulator), a kernel
-// of its own so that the atomic one keeps its code.
+// pair is computed: requested at its start on the stored-dS path, which has no
+// dQ product to hide them under, and after its score products on the atomic
+// path, so that they do not land while those read shared memory hardest;
+// kStages = 1: they land while its dQ is computed, after every warp is done
+// with dV and dK (a CTA barrier more). kStoreDs: the stored-dS path
+// (p.ds_tiles set, no dQ accumulator), a kernel of its own so that the atomic
+// one keeps its code.
 template <class Elem, int kHeadDim, bool kMeanGrads, int kStages, bool kStoreDs>
 __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_constant__ BwdKernelParams p) {
-  static_assert(kStages == 1 || (kStages == 2 && kStoreDs), "two stages only without the dQ product");
   using Consumer = BwdConsumer<Elem, kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kTile = kTileRows * kHeadDim;
@@ -139,10 +141,11 @@ __global__ void __launch_bounds__(kBwdThreads, 2) bwd_kernel(const __grid_consta
       if (have_next) load_pair<Elem, kHeadDim>(cache.rows(p, sched.batch(), next), next_real_rows, p, stage(n + 1));
       ptx::cp_async_commit();
     };
-    if constexpr (kStages == 2) load_next();
+    if constexpr (kStages == 2 && kStoreDs) load_next();
 
     typename Consumer::Scores s, dp;
     consumer.scores(sk, sv, cur.q, cur.dout, s, dp);
+    if constexpr (kStages == 2 && !kStoreDs) load_next();
     const int real_rows = sched.real_rows(pair);  // of the query tile; the rest are padding
     consumer.gradients(s, dp, cur.lse, cur.delta, p.scale_log2, valid, real_rows);
     consumer.store(sp, sds, s, dp);
@@ -180,13 +183,13 @@ int bwd_ctas_per_sm(int sm_smem, int reserved_per_cta) {
   return ctas < 2 ? ctas : 2;
 }
 
-// The query stages of the stored-dS key pass (H200, 2026-12-02, measured when that pass left
-// dq to a dQ pass that recomputed dS): two where they leave as many CTAs per SM as one (sm_90's
-// 228 KB: two CTAs at D = 128; sm_80's 164 KB: at D = 64 only), since with no dQ product the
-// copy would land under nothing (2.7 % faster). The atomic key pass takes one: its copy lands
-// under the dQ product (two stages were 0.5-2 % slower).
+// The query stages of the key pass: two where they leave as many CTAs per SM as one (sm_90's
+// 228 KB: two CTAs at D = 128; sm_80's 164 KB: at D = 64 only). Measured on the H200: the
+// stored-dS pass 2.7 % faster with two (2026-12-02); the atomic pass 0.5-2 % slower with two
+// when the next pair was requested at the pair's start (2026-12-02), and with it requested
+// after the score products: docs/kernel-notes.md.
 template <class Elem, int kHeadDim>
-int stored_ds_stages() {
+int query_stages() {
   int device = 0, sm_smem = 0, reserved = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
@@ -208,12 +211,16 @@ void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStrea
                     bwd_smem_bytes<Elem, kHeadDim, kStages>()>(key_tile_grid(num_kv_tiles, units), kBwdThreads,
                                                                stream, p, "bwd_kernel (sm80)");
     };
+    const auto with_stages = [&](auto store_ds) {
+      if (query_stages<Elem, kHeadDim>() == 2)
+        launch(std::integral_constant<int, 2>{}, store_ds);
+      else
+        launch(std::integral_constant<int, 1>{}, store_ds);
+    };
     if (p.ds_tiles == nullptr)
-      launch(std::integral_constant<int, 1>{}, std::false_type{});
-    else if (stored_ds_stages<Elem, kHeadDim>() == 2)
-      launch(std::integral_constant<int, 2>{}, std::true_type{});
+      with_stages(std::false_type{});
     else
-      launch(std::integral_constant<int, 1>{}, std::true_type{});
+      with_stages(std::true_type{});
   });
 }
 
