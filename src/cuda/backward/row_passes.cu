@@ -18,15 +18,24 @@ __device__ __forceinline__ std::int64_t row_offset(const SeqStrides& st, std::in
 }
 
 // A row is read by D/8 consecutive threads, 16 bytes each; their partial dot
-// products meet by shuffles inside their aligned group of lanes.
+// products meet by shuffles inside their aligned group of lanes. Padding rows
+// (past their query block's q_variable_block_sizes) are neither read nor
+// written: every key pass selects their dS to 0 whatever their delta is
+// (sm80/bwd_gradients.cuh), so their O and dO bytes (18 % of Wan 480p's rows)
+// stay in DRAM.
 template <class Elem, int kHeadDim>
 __global__ void delta_kernel(const RowPassParams p) {
   constexpr int kLanes = kHeadDim / 8;
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads * p.seq_q;
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
   const int part = static_cast<int>(threadIdx.x % kLanes);
+  bool real = row < rows;
+  if (real && p.q_vbs != nullptr) {
+    const int position = static_cast<int>(row % p.seq_q);
+    real = position % p.block < query_block_count(p.q_vbs, p.q_vbs_is_64, position / p.block, p.block);
+  }
   float sum = 0.0f;
-  if (row < rows) {
+  if (real) {
     const uint4 o = *reinterpret_cast<const uint4*>(static_cast<const Elem*>(p.out) +
                                                     row_offset(p.out_stride, row, p.heads, p.seq_q) + 8 * part);
     const uint4 d = *reinterpret_cast<const uint4*>(static_cast<const Elem*>(p.dout) +
@@ -40,7 +49,7 @@ __global__ void delta_kernel(const RowPassParams p) {
   }
 #pragma unroll
   for (int lanes = kLanes / 2; lanes > 0; lanes /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
-  if (row < rows && part == 0) p.delta[row] = sum;
+  if (real && part == 0) p.delta[row] = sum;
 }
 
 // The dq_mean addend of the 64-row tile from flat row first_row of [B·H·Sq] (a tile lies in
@@ -54,6 +63,13 @@ __device__ __forceinline__ MeanGradRows tile_mean_grad_rows(const RowPassParams&
                         p.num_q_blocks, q_block, count, count - static_cast<int>(position % p.block), head_dim);
 }
 
+// Real rows of the 64-row tile from flat row first_row (all 64 without q_variable_block_sizes;
+// <= 0 for a tile of padding only).
+__device__ __forceinline__ int tile_real_rows(const RowPassParams& p, std::int64_t first_row) {
+  const std::int64_t position = first_row % p.seq_q;
+  return real_query_rows(p.q_vbs, p.q_vbs_is_64, position / p.block, static_cast<int>(position % p.block), kTileRows);
+}
+
 // A CTA per 64-row tile (which lies in one query block, so its rows are consecutive in one
 // (batch, head)); the tile's position, its row base and its addend are worked out once per
 // thread, not per element (64-bit divisions: per 4-float quad they made this pass compute
@@ -62,6 +78,8 @@ __device__ __forceinline__ MeanGradRows tile_mean_grad_rows(const RowPassParams&
 // columns 8c .. 8c + 7 of rows 16w + g (x, y) and 16w + g + 8 (z, w), so a thread reads 64
 // contiguous bytes and writes two 16-byte pieces of rows (dq's rows are 16-byte aligned:
 // expect_aligned_rows), and a warp's eight g of four column groups write 64 bytes of 8 rows.
+// Padding rows get exact zeros, as their sums are (their dS is 0), without their sums being
+// read: a unit whose first row is padding reads nothing (real rows are a tile's first).
 constexpr int kFinishThreads = 128;
 
 template <class Elem, int kHeadDim>
@@ -73,16 +91,17 @@ __global__ void __launch_bounds__(kFinishThreads) dq_finish_kernel(const RowPass
   const float4* quads = reinterpret_cast<const float4*>(p.dq_accum + first_row * kHeadDim);
   Elem* const rows = static_cast<Elem*>(p.dq) + row_offset(p.dq_stride, first_row, p.heads, p.seq_q);
   const MeanGradRows add = tile_mean_grad_rows(p, first_row, kHeadDim);
+  const int real_rows = tile_real_rows(p, first_row);
 #pragma unroll
   for (int i = 0; i < kUnits / kFinishThreads; ++i) {
     const int unit = static_cast<int>(threadIdx.x) + kFinishThreads * i;
     const int g = unit % 8, group = unit / 8 % kGroups, run = unit / (8 * kGroups);
     const int quad0 = dq_quad_offset<kHeadDim>(group, 32 * run + 4 * g) / 4;
-    float4 v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = quads[quad0 + j];
     const DqQuadPosition at = dq_quad_position(group, 32 * run + 4 * g);  // the first quad's: 2j columns on
     const int row = at.row, column = at.column;
+    float4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = row < real_rows ? quads[quad0 + j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const auto store_row = [&](int r, auto first, auto second) {
       std::uint32_t packed[4];
 #pragma unroll
