@@ -18,24 +18,15 @@ __device__ __forceinline__ std::int64_t row_offset(const SeqStrides& st, std::in
 }
 
 // A row is read by D/8 consecutive threads, 16 bytes each; their partial dot
-// products meet by shuffles inside their aligned group of lanes. Padding rows
-// (past their query block's q_variable_block_sizes) are neither read nor
-// written: every key pass selects their dS to 0 whatever their delta is
-// (sm80/bwd_gradients.cuh), so their O and dO bytes (18 % of Wan 480p's rows)
-// stay in DRAM.
+// products meet by shuffles inside their aligned group of lanes.
 template <class Elem, int kHeadDim>
 __global__ void delta_kernel(const RowPassParams p) {
   constexpr int kLanes = kHeadDim / 8;
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads * p.seq_q;
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
   const int part = static_cast<int>(threadIdx.x % kLanes);
-  bool real = row < rows;
-  if (real && p.q_vbs != nullptr) {
-    const int position = static_cast<int>(row % p.seq_q);
-    real = position % p.block < query_block_count(p.q_vbs, p.q_vbs_is_64, position / p.block, p.block);
-  }
   float sum = 0.0f;
-  if (real) {
+  if (row < rows) {
     const uint4 o = *reinterpret_cast<const uint4*>(static_cast<const Elem*>(p.out) +
                                                     row_offset(p.out_stride, row, p.heads, p.seq_q) + 8 * part);
     const uint4 d = *reinterpret_cast<const uint4*>(static_cast<const Elem*>(p.dout) +
@@ -49,7 +40,7 @@ __global__ void delta_kernel(const RowPassParams p) {
   }
 #pragma unroll
   for (int lanes = kLanes / 2; lanes > 0; lanes /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
-  if (real && part == 0) p.delta[row] = sum;
+  if (row < rows && part == 0) p.delta[row] = sum;
 }
 
 // The dq_mean addend of the 64-row tile from flat row first_row of [B·H·Sq] (a tile lies in
