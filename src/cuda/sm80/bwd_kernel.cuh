@@ -183,22 +183,27 @@ int bwd_ctas_per_sm(int sm_smem, int reserved_per_cta) {
   return ctas < 2 ? ctas : 2;
 }
 
-// The query stages of the key pass: two where they leave as many CTAs per SM as one (sm_90's
-// 228 KB: two CTAs at D = 128; sm_80's 164 KB: at D = 64 only). Measured on the H200: the
-// stored-dS pass 2.7 % faster with two (2026-12-02); the atomic pass 0.5-2 % slower with two
-// when the next pair was requested at the pair's start (2026-12-02), and with it requested
-// after the score products: docs/kernel-notes.md.
+// Whether two query stages leave as many CTAs per SM as one (sm_90's 228 KB: two CTAs at
+// D = 128; sm_80's 164 KB: at D = 64 only).
 template <class Elem, int kHeadDim>
-int query_stages() {
+bool two_query_stages_fit() {
   int device = 0, sm_smem = 0, reserved = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
              "cudaDeviceGetAttribute(shared memory per SM)");
   check_cuda(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device),
              "cudaDeviceGetAttribute(reserved shared memory per block)");
-  return bwd_ctas_per_sm<Elem, kHeadDim, 2>(sm_smem, reserved) >= bwd_ctas_per_sm<Elem, kHeadDim, 1>(sm_smem, reserved)
-             ? 2
-             : 1;
+  return bwd_ctas_per_sm<Elem, kHeadDim, 2>(sm_smem, reserved) >= bwd_ctas_per_sm<Elem, kHeadDim, 1>(sm_smem, reserved);
+}
+
+// The key pass's query stages, by what the H200 measured (docs/kernel-notes.md): two where they
+// fit, for the stored-dS pass (2.7 % faster, 2026-12-02) and for the atomic one without query
+// padding (its key pass 1.6 % faster, the backward 1.0-1.3 %, 2026-12-04); one for the atomic
+// pass of a call with q_variable_block_sizes, where two measured 1.4 % slower (Wan 480p's tiling).
+template <class Elem, int kHeadDim>
+int query_stages(const BwdKernelParams& p) {
+  const bool store_ds = p.ds_tiles != nullptr, query_padding = p.q_vbs != nullptr;
+  return (store_ds || !query_padding) && two_query_stages_fit<Elem, kHeadDim>() ? 2 : 1;
 }
 
 template <class Elem, int kHeadDim>
@@ -212,7 +217,7 @@ void launch_bwd(const BwdKernelParams& p, int num_kv_tiles, int units, cudaStrea
                                                                stream, p, "bwd_kernel (sm80)");
     };
     const auto with_stages = [&](auto store_ds) {
-      if (query_stages<Elem, kHeadDim>() == 2)
+      if (query_stages<Elem, kHeadDim>(p) == 2)
         launch(std::integral_constant<int, 2>{}, store_ds);
       else
         launch(std::integral_constant<int, 1>{}, store_ds);
