@@ -198,8 +198,9 @@ bool two_query_stages_fit() {
 
 // The key pass's query stages, by what the H200 measured (docs/kernel-notes.md): two where they
 // fit, for the stored-dS pass (2.7 % faster, 2026-12-02) and for the atomic one without query
-// padding (its key pass 1.6 % faster, the backward 1.0-1.3 %, 2026-12-04); one for the atomic
-// pass of a call with q_variable_block_sizes, where two measured 1.4 % slower (Wan 480p's tiling).
+// padding (its key pass 1.6 % faster under Nsight Compute, the backward 0.1-1.6 % in four rounds,
+// 2026-12-04); one for the atomic pass of a call with q_variable_block_sizes, where two measured
+// 0.5-1.4 % slower (Wan 480p's tiling: 1.5 % more instructions for the stages' addresses).
 template <class Elem, int kHeadDim>
 int query_stages(const BwdKernelParams& p) {
   const bool store_ds = p.ds_tiles != nullptr, query_padding = p.q_vbs != nullptr;
