@@ -43,23 +43,28 @@ __global__ void delta_kernel(const RowPassParams p) {
   if (row < rows && part == 0) p.delta[row] = sum;
 }
 
-// The dq_mean addend of the 64-row tile from flat row first_row of [B·H·Sq] (a tile lies in
-// one query block).
-__device__ __forceinline__ MeanGradRows tile_mean_grad_rows(const RowPassParams& p, std::int64_t first_row,
-                                                            int head_dim) {
-  if (p.dq_mean == nullptr) return {};
-  const std::int64_t bh = first_row / p.seq_q, position = first_row % p.seq_q, q_block = position / p.block;
-  const int count = query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block);
-  return mean_grad_rows(p.dq_mean, static_cast<int>(bh / p.heads), p.heads, static_cast<int>(bh % p.heads),
-                        p.num_q_blocks, q_block, count, count - static_cast<int>(position % p.block), head_dim);
-}
-
-// Real rows of the 64-row tile from flat row first_row (all 64 without q_variable_block_sizes;
-// <= 0 for a tile of padding only).
-__device__ __forceinline__ int tile_real_rows(const RowPassParams& p, std::int64_t first_row) {
-  const std::int64_t position = first_row % p.seq_q;
-  return real_query_rows(p.q_vbs, p.q_vbs_is_64, position / p.block, static_cast<int>(position % p.block), kTileRows);
-}
+// Where the 64-row tile from flat row first_row of [B·H·Sq] lies, worked out once (64-bit
+// divisions and a q_variable_block_sizes load): its (batch · H + head), its query block (a tile
+// lies in one), that block's real queries and the tile's first row in it.
+struct TileInBlock {
+  std::int64_t bh, q_block;
+  int count, offset;
+  __device__ TileInBlock(const RowPassParams& p, std::int64_t first_row) {
+    bh = first_row / p.seq_q;
+    const std::int64_t position = first_row % p.seq_q;
+    q_block = position / p.block;
+    offset = static_cast<int>(position % p.block);
+    count = query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block);
+  }
+  // The tile's real rows: all 64 without q_variable_block_sizes; <= 0 for a tile of padding only.
+  __device__ int real_rows() const { return count - offset < kTileRows ? count - offset : kTileRows; }
+  // Its dq_mean addend.
+  __device__ MeanGradRows mean_grad_rows(const RowPassParams& p, int head_dim) const {
+    if (p.dq_mean == nullptr) return {};
+    return vsa::cuda::mean_grad_rows(p.dq_mean, static_cast<int>(bh / p.heads), p.heads, static_cast<int>(bh % p.heads),
+                                     p.num_q_blocks, q_block, count, count - offset, head_dim);
+  }
+};
 
 // A CTA per 64-row tile (which lies in one query block, so its rows are consecutive in one
 // (batch, head)); the tile's position, its row base and its addend are worked out once per
@@ -81,8 +86,9 @@ __global__ void __launch_bounds__(kFinishThreads) dq_finish_kernel(const RowPass
   const std::int64_t tile = blockIdx.x, first_row = tile * kTileRows;
   const float4* quads = reinterpret_cast<const float4*>(p.dq_accum + first_row * kHeadDim);
   Elem* const rows = static_cast<Elem*>(p.dq) + row_offset(p.dq_stride, first_row, p.heads, p.seq_q);
-  const MeanGradRows add = tile_mean_grad_rows(p, first_row, kHeadDim);
-  const int real_rows = tile_real_rows(p, first_row);
+  const TileInBlock place(p, first_row);
+  const MeanGradRows add = place.mean_grad_rows(p, kHeadDim);
+  const int real_rows = place.real_rows();
 #pragma unroll
   for (int i = 0; i < kUnits / kFinishThreads; ++i) {
     const int unit = static_cast<int>(threadIdx.x) + kFinishThreads * i;
