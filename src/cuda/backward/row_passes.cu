@@ -10,11 +10,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Row `position` of (batch · H + head) `bh` in a strided view.
+__device__ __forceinline__ std::int64_t row_offset_in_head(const SeqStrides& st, std::int64_t bh, int heads,
+                                                           std::int64_t position) {
+  return (bh / heads) * st.batch + (bh % heads) * st.head + position * st.seq;
+}
+
 // Row r of [B, H, Sq] at its (batch, head, position) in a strided view.
 __device__ __forceinline__ std::int64_t row_offset(const SeqStrides& st, std::int64_t row, int heads,
                                                    std::int64_t seq_q) {
-  const std::int64_t bh = row / seq_q;
-  return (bh / heads) * st.batch + (bh % heads) * st.head + (row % seq_q) * st.seq;
+  return row_offset_in_head(st, row / seq_q, heads, row % seq_q);
 }
 
 // A row is read by D/8 consecutive threads, 16 bytes each; their partial dot
@@ -47,11 +52,11 @@ __global__ void delta_kernel(const RowPassParams p) {
 // divisions and a q_variable_block_sizes load): its (batch · H + head), its query block (a tile
 // lies in one), that block's real queries and the tile's first row in it.
 struct TileInBlock {
-  std::int64_t bh, q_block;
+  std::int64_t bh, position, q_block;  // position: of the tile's first row in its head
   int count, offset;
   __device__ TileInBlock(const RowPassParams& p, std::int64_t first_row) {
     bh = first_row / p.seq_q;
-    const std::int64_t position = first_row % p.seq_q;
+    position = first_row % p.seq_q;
     q_block = position / p.block;
     offset = static_cast<int>(position % p.block);
     count = query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block);
@@ -85,8 +90,8 @@ __global__ void __launch_bounds__(kFinishThreads) dq_finish_kernel(const RowPass
   static_assert(kUnits % kFinishThreads == 0, "whole rounds of the CTA's threads");
   const std::int64_t tile = blockIdx.x, first_row = tile * kTileRows;
   const float4* quads = reinterpret_cast<const float4*>(p.dq_accum + first_row * kHeadDim);
-  Elem* const rows = static_cast<Elem*>(p.dq) + row_offset(p.dq_stride, first_row, p.heads, p.seq_q);
   const TileInBlock place(p, first_row);
+  Elem* const rows = static_cast<Elem*>(p.dq) + row_offset_in_head(p.dq_stride, place.bh, p.heads, place.position);
   const MeanGradRows add = place.mean_grad_rows(p, kHeadDim);
   const int real_rows = place.real_rows();
 #pragma unroll
