@@ -49,10 +49,11 @@ __global__ void delta_kernel(const RowPassParams p) {
 }
 
 // Where the 64-row tile from flat row first_row of [B·H·Sq] lies, worked out once (64-bit
-// divisions and a q_variable_block_sizes load): its (batch · H + head), its query block (a tile
-// lies in one), that block's real queries and the tile's first row in it.
+// divisions and a q_variable_block_sizes load): its (batch · H + head) and its first row's
+// position there, its query block (a tile lies in one), that block's real queries and the
+// tile's first row in it.
 struct TileInBlock {
-  std::int64_t bh, position, q_block;  // position: of the tile's first row in its head
+  std::int64_t bh, position, q_block;
   int count, offset;
   __device__ TileInBlock(const RowPassParams& p, std::int64_t first_row) {
     bh = first_row / p.seq_q;
