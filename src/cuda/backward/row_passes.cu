@@ -1,5 +1,6 @@
 #include "cuda/backward/row_passes.hpp"
 
+#include "cuda/common/block_lists.cuh"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/dq_accum.cuh"
 #include "cuda/common/mean_grad_rows.cuh"
@@ -63,7 +64,7 @@ struct TileInBlock {
     count = query_block_count(p.q_vbs, p.q_vbs_is_64, q_block, p.block);
   }
   // The tile's real rows: all 64 without q_variable_block_sizes; <= 0 for a tile of padding only.
-  __device__ int real_rows() const { return count - offset < kTileRows ? count - offset : kTileRows; }
+  __device__ int real_rows() const { return real_rows_from(count, offset, kTileRows); }
   // Its dq_mean addend.
   __device__ MeanGradRows mean_grad_rows(const RowPassParams& p, int head_dim) const {
     if (p.dq_mean == nullptr) return {};
