@@ -59,6 +59,13 @@ int sm_count(int device_index) {
   });
 }
 
+int l2_bytes(int device_index) {
+  static DeviceCache cache{};
+  return cached_per_device(cache, device_index, [&] {
+    return device_attribute(cudaDevAttrL2CacheSize, device_index, "cudaDeviceGetAttribute(l2CacheSize)");
+  });
+}
+
 // A CTA owns one whole query block (64 or 128 rows).
 template <class Elem, int kHeadDim>
 void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
@@ -137,6 +144,11 @@ int device_arch(int device_index) {
   });
 }
 
+int walk_phase_sms(int device_index, std::int64_t slice_bytes) {
+  return walk_phase_sms_for(static_cast<std::size_t>(slice_bytes), static_cast<std::size_t>(l2_bytes(device_index)),
+                            sm_count(device_index));
+}
+
 std::string forward_kernel(int device_index) {
   return kernel_family_name(kernel_family_for(device_arch(device_index)));
 }
@@ -196,6 +208,10 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
     kp.fine_stride = chunked_row_strides(p.fine, in.layout, "fine");
     kp.fine = p.fine.data;
   }
+
+  // The walks re-read one (batch, kv head)'s K and V rows.
+  kp.walk_sms = walk_phase_sms(in.q.device_index,
+                               2 * s.seq_kv * s.head_dim * static_cast<std::int64_t>(dtype_size(in.q.dtype)));
 
   const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);

@@ -68,4 +68,17 @@ std::size_t stored_ds_cap_bytes() {
   return static_cast<std::size_t>(mb) * kMb;
 }
 
+int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count) {
+  const char* requested = std::getenv("VSA_CUDA_WALK_PHASE");
+  if (requested == nullptr || requested[0] == '\0') return slice_bytes > l2_bytes / 2 ? sm_count : 0;
+  if (std::strcmp(requested, "off") == 0) return 0;
+  if (std::strcmp(requested, "on") == 0) return sm_count;
+  char* end = nullptr;
+  const unsigned long sms = std::strtoul(requested, &end, 10);
+  if (*end != '\0' || sms == 0 || sms > 4096 || requested[0] == '-')
+    throw Error(ErrorKind::invalid_argument, "VSA_CUDA_WALK_PHASE", "off, on or a number of SMs in [1, 4096]",
+                requested);
+  return static_cast<int>(sms);
+}
+
 }  // namespace vsa::cuda

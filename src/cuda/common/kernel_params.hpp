@@ -42,6 +42,8 @@ struct FwdKernelParams {
   // With coarse (vsa::ForwardParams::fine): the attention alone, written beside out; or null.
   void* fine;
   SeqStrides fine_stride;
+  // The SMs by which v2 phases its list walks (list_walk.cuh; kernel_choice.hpp says when), or 0.
+  int walk_sms;
 };
 
 // The backward's kernels (sm80 and sm90). The key pass: a CTA owns one
@@ -93,6 +95,8 @@ struct BwdKernelParams {
   unsigned char* ds_tiles;
   const int* ds_slots;  // [B·H·NQ·max_kv] (KvListArgs::slots)
   int ds_first_unit;    // the group's first unit, batch · kv heads + kv head
+  // The SMs by which the Hopper dQ pass phases its list walks (list_walk.cuh), or 0.
+  int walk_sms;
 };
 
 }  // namespace vsa::cuda

@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.cuh"
+#include "cuda/common/list_walk.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
 #include "cuda/sm90/fwd_tile_math.cuh"
@@ -97,13 +98,15 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
   }
   __syncthreads();  // the barriers are initialized before anyone waits on them
 
-  // Tile j of the list: the first key of its block's part and its real keys
-  // (two dependent loads, issued a tile before the requests that use them).
+  // Step j of the walk: the first key of its tile's block part and its real
+  // keys (two dependent loads, issued a step before the requests that use them).
   struct KeyTile {
     std::int64_t key;
     int valid;
   };
-  const auto key_tile = [&](int j) {
+  const ListWalk walk(p.walk_sms * kTmaFwdCtasPerSm, num_tiles);
+  const auto key_tile = [&](int step) {
+    const int j = walk.tile_at(step);
     const std::int64_t block = sched.block_of(j);
     return KeyTile{sched.first_key(j, block), sched.valid_keys(j, block)};
   };
