@@ -15,7 +15,6 @@ namespace {
 bool compiled() { return false; }
 std::string archs() { return ""; }
 int device_arch(int) { no_cuda(); }
-int walk_phase_sms(int, std::int64_t) { no_cuda(); }
 std::string forward_kernel(int) { no_cuda(); }
 
 Support supported(const AttentionInputs&, const ProblemShape&) {

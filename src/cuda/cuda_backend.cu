@@ -66,6 +66,16 @@ int l2_bytes(int device_index) {
   });
 }
 
+// The SMs by which forward v2 phases its list walks (kernel_choice.hpp): they re-read one
+// (batch, kv head)'s K and V rows, and v2 runs a CTA per 64-row query tile.
+int walk_phase_sms(const ProblemShape& s, DType dtype, int device_index) {
+  const std::int64_t slice_bytes = 2 * s.seq_kv * s.head_dim * static_cast<std::int64_t>(dtype_size(dtype));
+  const std::int64_t tiles = s.batch * s.heads * s.num_q_blocks * (s.block / 64);
+  const int sms = sm_count(device_index);
+  return walk_phase_sms_for(static_cast<std::size_t>(slice_bytes), static_cast<std::size_t>(l2_bytes(device_index)),
+                            sms, tiles / (static_cast<std::int64_t>(sms) * sm90::kTmaFwdCtasPerSm));
+}
+
 // A CTA owns one whole query block (64 or 128 rows).
 template <class Elem, int kHeadDim>
 void launch_for_block(const FwdKernelParams& kp, const ProblemShape& s, cudaStream_t stream) {
@@ -144,11 +154,6 @@ int device_arch(int device_index) {
   });
 }
 
-int walk_phase_sms(int device_index, std::int64_t slice_bytes) {
-  return walk_phase_sms_for(static_cast<std::size_t>(slice_bytes), static_cast<std::size_t>(l2_bytes(device_index)),
-                            sm_count(device_index));
-}
-
 std::string forward_kernel(int device_index) {
   return kernel_family_name(kernel_family_for(device_arch(device_index)));
 }
@@ -209,9 +214,7 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
     kp.fine = p.fine.data;
   }
 
-  // The walks re-read one (batch, kv head)'s K and V rows.
-  kp.walk_sms = walk_phase_sms(in.q.device_index,
-                               2 * s.seq_kv * s.head_dim * static_cast<std::int64_t>(dtype_size(in.q.dtype)));
+  kp.walk_sms = walk_phase_sms(s, in.q.dtype, in.q.device_index);
 
   const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);

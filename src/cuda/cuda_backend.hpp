@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
 
 #include "core/coarse_shape.hpp"
@@ -17,10 +16,6 @@ std::string archs();  // e.g. "80;89;90;100a;103a;120" as built
 
 // Compute capability of a device as major*10+minor (cached per device; no sync).
 int device_arch(int device_index);
-
-// The SMs by which the list-walking kernels phase their walks on a device, for walks that
-// re-read `slice_bytes` of one (batch, kv head)'s rows (kernel_choice.hpp); 0: list order.
-int walk_phase_sms(int device_index, std::int64_t slice_bytes);
 
 // Name of the forward kernel dispatch picks for a device (see kernel_choice.hpp).
 std::string forward_kernel(int device_index);

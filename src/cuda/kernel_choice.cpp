@@ -68,9 +68,11 @@ std::size_t stored_ds_cap_bytes() {
   return static_cast<std::size_t>(mb) * kMb;
 }
 
-int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count) {
+int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves) {
+  constexpr std::int64_t kMinWaves = 16;
   const char* requested = std::getenv("VSA_CUDA_WALK_PHASE");
-  if (requested == nullptr || requested[0] == '\0') return slice_bytes > l2_bytes / 2 ? sm_count : 0;
+  if (requested == nullptr || requested[0] == '\0')
+    return slice_bytes > l2_bytes / 2 && waves >= kMinWaves ? sm_count : 0;
   if (std::strcmp(requested, "off") == 0) return 0;
   if (std::strcmp(requested, "on") == 0) return sm_count;
   char* end = nullptr;

@@ -31,16 +31,19 @@
 // (batch, kv head) whose tiles fit in VSA_CUDA_DS_WORKSPACE_MB megabytes
 // (default 4096; any group holds at least one).
 //
-// The forward v2 and the Hopper dQ pass phase their list walks (common/list_walk.cuh) when one
-// (batch, kv head)'s K/V rows that the walks re-read are larger than half of L2
-// (HunyuanVideo 720p: 69 MB of K and V a head): each CTA starts its list where the CTAs resident
-// beside it are, so together they read one window of the head instead of all of it.
-// VSA_CUDA_WALK_PHASE=off|on|<SMs> overrides the choice (on: as if the slice were larger; a
+// Forward v2 phases its list walks (common/list_walk.cuh) where that pays: when one (batch, kv
+// head)'s K and V are larger than half of L2 (HunyuanVideo 720p: 69 MB a head) and the launch is
+// at least 16 waves of the CTAs resident at once. Each CTA then starts its list where the CTAs
+// resident beside it are, so together they read one window of the head instead of all of it
+// (HunyuanVideo's 24 heads: 13 % faster, 2026-12-04). A short launch's CTAs start together and
+// are in step in list order, where a phase spreads them (4 and 8 waves: 12 and 5 % slower).
+// VSA_CUDA_WALK_PHASE=off|on|<SMs> overrides the choice (on: whatever the slice and the waves; a
 // number: phase by that many SMs' CTAs instead of the device's, so that small test problems get
 // walks that start mid-list).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace vsa::cuda {
 
@@ -60,9 +63,9 @@ DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim);
 // The stored-dS path's cap on its dSᵀ tiles' workspace, in bytes.
 std::size_t stored_ds_cap_bytes();
 
-// The SMs by which the list-walking kernels phase their walks (0: each list in its order), for
-// a device of `sm_count` SMs and `l2_bytes` of L2 and walks that re-read `slice_bytes` of one
-// (batch, kv head)'s rows.
-int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count);
+// The SMs by which forward v2 phases its list walks (0: each list in its order), on a device of
+// `sm_count` SMs and `l2_bytes` of L2, for one (batch, kv head)'s `slice_bytes` of K and V and a
+// launch of `waves` times the CTAs resident at once.
+int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves);
 
 }  // namespace vsa::cuda

@@ -147,36 +147,37 @@ TEST(DqMethod, StoredDsCapFromTheEnvironment) {
   }
 }
 
-// Phased list walks (list_walk.cuh): by default where a (batch, kv head)'s re-read rows are
-// larger than half of L2, by all the device's SMs.
-TEST(WalkPhase, DefaultPhasesSlicesLargerThanHalfOfL2) {
+// Forward v2's phased list walks (list_walk.cuh): by default where a (batch, kv head)'s K and V
+// are larger than half of L2 and the launch is at least 16 resident waves, by all the SMs.
+TEST(WalkPhase, DefaultPhasesLongLaunchesOverLargeHeads) {
   const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", nullptr);
   const std::size_t l2 = std::size_t{50} << 20;
-  EXPECT_EQ(walk_phase_sms_for(std::size_t{69} << 20, l2, 132), 132);  // HunyuanVideo 720p's K and V
-  EXPECT_EQ(walk_phase_sms_for(l2 / 2 + 1, l2, 132), 132);
-  EXPECT_EQ(walk_phase_sms_for(l2 / 2, l2, 132), 0);
-  EXPECT_EQ(walk_phase_sms_for(std::size_t{10} << 20, l2, 132), 0);  // Wan 480p's
+  EXPECT_EQ(walk_phase_sms_for(std::size_t{69} << 20, l2, 132, 98), 132);  // HunyuanVideo 720p
+  EXPECT_EQ(walk_phase_sms_for(l2 / 2 + 1, l2, 132, 16), 132);
+  EXPECT_EQ(walk_phase_sms_for(l2 / 2, l2, 132, 98), 0);
+  EXPECT_EQ(walk_phase_sms_for(std::size_t{69} << 20, l2, 132, 15), 0);   // its heads one by one
+  EXPECT_EQ(walk_phase_sms_for(std::size_t{10} << 20, l2, 132, 14), 0);   // Wan 480p
 }
 
 TEST(WalkPhase, OverrideFromTheEnvironment) {
   const std::size_t l2 = std::size_t{50} << 20, small = 1, large = std::size_t{1} << 30;
   {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "off");
-    EXPECT_EQ(walk_phase_sms_for(large, l2, 132), 0);
+    EXPECT_EQ(walk_phase_sms_for(large, l2, 132, 100), 0);
   }
   {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "on");
-    EXPECT_EQ(walk_phase_sms_for(small, l2, 132), 132);
+    EXPECT_EQ(walk_phase_sms_for(small, l2, 132, 0), 132);
   }
   {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "3");
-    EXPECT_EQ(walk_phase_sms_for(small, l2, 132), 3);
-    EXPECT_EQ(walk_phase_sms_for(large, l2, 132), 3);
+    EXPECT_EQ(walk_phase_sms_for(small, l2, 132, 0), 3);
+    EXPECT_EQ(walk_phase_sms_for(large, l2, 132, 100), 3);
   }
   for (const char* bad : {"0", "-1", "yes", "2x", "5000"}) {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", bad);
     try {
-      walk_phase_sms_for(small, l2, 132);
+      walk_phase_sms_for(small, l2, 132, 100);
       FAIL() << "accepted " << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);

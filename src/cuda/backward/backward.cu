@@ -152,9 +152,6 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.num_kv_blocks = static_cast<int>(s.num_kv_blocks);
   kp.block = static_cast<int>(s.block);
   kp.seq_q = s.seq_q;
-  // The Hopper dQ pass's walks re-read one (batch, kv head)'s K rows.
-  kp.walk_sms =
-      walk_phase_sms(in.q.device_index, s.seq_kv * s.head_dim * static_cast<std::int64_t>(dtype_size(in.q.dtype)));
   kp.scale_log2 = scale * kLog2e;
   kp.scale = scale;
   const int kv_tiles = static_cast<int>(s.num_kv_blocks * (s.block / 64));  // 64-key tiles

@@ -95,8 +95,6 @@ struct BwdKernelParams {
   unsigned char* ds_tiles;
   const int* ds_slots;  // [B·H·NQ·max_kv] (KvListArgs::slots)
   int ds_first_unit;    // the group's first unit, batch · kv heads + kv head
-  // The SMs by which the Hopper dQ pass phases its list walks (list_walk.cuh), or 0.
-  int walk_sms;
 };
 
 }  // namespace vsa::cuda

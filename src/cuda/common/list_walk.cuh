@@ -1,19 +1,22 @@
-// The order in which a CTA of a grid with one CTA per query tile (the forward
-// v2, the Hopper dQ pass) walks its tile's list: from its first tile, or, with
-// a phase, from a tile that depends on the CTA's place in the launch order.
+// The order in which a CTA of a grid with one CTA per query tile (forward v2)
+// walks its tile's list: from its first tile, or, phased, from a tile set by
+// the CTA's place in the launch order.
 //
-// Why a phase (docs/kernel-notes.md, "The list walk's phase"): lists are sorted
-// (topk_to_index, the VSA layer's coarse stage), so a walk goes over its
-// head's K/V from the start to the end. The CTAs resident at once share a head,
-// but they started at different times, so in list order they sit at different
-// places and together read all of that head's K/V; where that is larger than
-// L2 most of it comes from DRAM again on every pass (HunyuanVideo 720p: 61 %
-// of the forward's L2 reads hit). CTAs start at a steady rate of `period` (the
-// CTAs resident at once) per walk's time T, so CTA L starts at about L·T/period;
-// starting its walk at the fraction (L mod period)/period of its list puts it,
-// at time t, at the fraction t/T of its walk, like every other resident CTA:
-// together they read one window of the head (89.6 % of the reads hit, the
-// forward 11 % faster).
+// Why a phase (docs/kernel-notes.md, "The list walk's phase"): lists are
+// sorted (topk_to_index, the VSA layer's coarse stage), so a walk goes over
+// its head's K/V from the first block to the last. The CTAs resident at once
+// share a head, but over a long launch they come to start at different times,
+// so in list order they sit at different places in their walks and together
+// read all of the head's K/V; where that is larger than L2, much of it comes
+// from DRAM on every walk (a HunyuanVideo 720p head: 69 MB; 61 % of the
+// forward's L2 reads hit). In a long launch CTAs start at a steady rate of
+// `period` (the CTAs resident at once) per walk's time T, so CTA L starts at
+// about L·T/period; starting its walk at the fraction (L mod period)/period of
+// its list puts it, at time t, at the fraction t/T of its walk, like every
+// other resident CTA: together they read one window of the head (90 % of the
+// reads hit; HunyuanVideo's forward 13 % faster). A short launch's CTAs start
+// together, in step in list order, and a phase spreads them: kernel_choice.hpp
+// phases only long launches over large heads.
 //
 // The sum over the list then runs in another order, but one fixed by the
 // CTA's grid place and the period (the device's SM count), so a call is still

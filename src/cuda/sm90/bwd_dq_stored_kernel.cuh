@@ -1,5 +1,5 @@
 // Hopper (sm_90a) backward, dQ pass of the stored-dS path: one warpgroup per
-// 64-row query tile walks its list like the forward (QueryScheduler, ListWalk) and sums
+// 64-row query tile walks its list like the forward (QueryScheduler) and sums
 // dQ += dS·K over it, dS as the register A operand, taken from the fragments
 // the key pass stored for the pair (stored_ds_fragments.cuh), K as an
 // MN-major operand in shared memory: the key pass's dK product's shape, here
@@ -18,7 +18,6 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.cuh"
-#include "cuda/common/list_walk.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/common/stored_ds.cuh"
 #include "cuda/sm80/bwd_epilogue.cuh"
@@ -29,7 +28,6 @@
 namespace vsa::cuda::sm90 {
 
 constexpr int kDqStoredStages = 3;
-constexpr int kDqStoredCtasPerSm = 3;  // the stages' 72 KB at D = 128
 static_assert(SwizzledTile<kTileRows>::kBytes == kStoredDsTileBytes, "a stage holds a stored tile");
 
 template <int kHeadDim>
@@ -45,7 +43,7 @@ constexpr int bwd_dq_stored_smem_bytes() {
 }
 
 template <class Elem, int kHeadDim, bool kMeanGrads>
-__global__ void __launch_bounds__(kWarpgroupThreads, kDqStoredCtasPerSm)
+__global__ void __launch_bounds__(kWarpgroupThreads, 3)
     bwd_dq_stored_kernel(const __grid_constant__ BwdKernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kBf16 = ElemTraits<Elem>::kIsBf16;
@@ -63,13 +61,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, kDqStoredCtasPerSm)
   const DqTileRows<Elem> rows = dq_tile_rows<Elem>(p, sched);
   const int num_tiles = sched.num_tiles();
 
-  const ListWalk walk(p.walk_sms * kDqStoredCtasPerSm, num_tiles);
-  // Step `step`'s tile t (list_walk.cuh): its dS fragments and K into stage `stage` (nothing
-  // past the list; one commit group either way); returns its real keys.
-  const auto load = [&](int step, int stage) {
+  // Tile t's dS fragments and K into stage `stage` (nothing past the list; one commit group
+  // either way); returns its real keys.
+  const auto load = [&](int t, int stage) {
     int valid = 0;
-    if (step < num_tiles) {
-      const int t = walk.tile_at(step);
+    if (t < num_tiles) {
       const StoredDsStage<kHeadDim> dst = stage_of(stage);
       const std::int64_t block = sched.block_of(t);
       valid = sched.valid_keys(t, block);

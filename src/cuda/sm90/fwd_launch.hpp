@@ -26,6 +26,10 @@ extern template void launch_fwd<__nv_bfloat16, 128>(const FwdKernelParams&, int,
 extern template void launch_fwd<__half, 64>(const FwdKernelParams&, int, cudaStream_t);
 extern template void launch_fwd<__half, 128>(const FwdKernelParams&, int, cudaStream_t);
 
+// v2's CTAs per SM (128 registers a thread, 49 KB of shared memory at D = 128), which the host
+// also needs: the list walks' phase (kernel_choice.hpp) counts v2's launch in resident waves.
+constexpr int kTmaFwdCtasPerSm = 4;
+
 template <class Elem, int kHeadDim>
 void launch_fwd_tma(const FwdKernelParams& p, const FwdTensorMaps& maps, int batch, cudaStream_t stream);
 

@@ -9,6 +9,11 @@
 // CTA barrier waits for a copy (v1's threads copied with cp.async and waited
 // for their copies at two CTA barriers per tile).
 //
+// The walk: in list order, or, on a long launch over heads whose K and V
+// are larger than half of L2, from a place set by the CTA's place in the
+// launch, so that the CTAs resident at once read one window of their head
+// (list_walk.cuh; kernel_choice.hpp decides).
+//
 // Partial blocks: a tile of `valid` < 64 real keys is requested from 64 −
 // valid rows before its first key (request_key_tile), so its real keys land
 // in its last rows and its first rows are the box's out-of-bounds rows,
@@ -40,6 +45,7 @@
 #include "cuda/common/list_walk.cuh"
 #include "cuda/common/query_scheduler.cuh"
 #include "cuda/sm80/fwd_epilogue.cuh"
+#include "cuda/sm90/fwd_launch.hpp"
 #include "cuda/sm90/fwd_tile_math.cuh"
 #include "cuda/sm90/swizzled_tile.cuh"
 #include "cuda/sm90/tensor_maps.hpp"
@@ -52,7 +58,6 @@ struct FwdTmaParams {
 };
 
 constexpr int kTmaFwdThreads = kWarpgroupThreads;
-constexpr int kTmaFwdCtasPerSm = 4;
 
 // Where a CTA's tiles (Q, K, V) and their barriers sit in shared memory.
 // The K and V buffers take tile t on their fill t, so a waiter passes t & 1.
