@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 33, call 4: the change as it lands (branch walk-phase; forward v2 phases its list walks
+# where a (batch, kv head)'s K and V exceed half of L2 and the launch is at least 16 resident
+# waves), built on the device: `scripts/gpu.sh cpp python ctest`, then `vsa bench` on the five
+# cases beside both FastVideo kernels, and HunyuanVideo's forward again with VSA_CUDA_WALK_PHASE=off
+# (vsa alone). Predicted (docs/kernel-notes.md): ctest 686 + 3 new tests pass; HunyuanVideo's
+# forward −10 to −14 % against `off` (call 3: −13 % at H24 NK2160 top-216 without partial blocks),
+# 0.78–0.85 of ThunderKittens' time (0.89–0.90 before); the other cases as before.
+set -uo pipefail
+start=$SECONDS
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv -lms 250 > "$OUT/smi.log" 2>&1 &
+smi=$!
+export PEERS=$PWD/.peers/fv_py
+( PYTHONPATH=$PEERS python3 -c "import fastvideo_kernel._C" > /tmp/tk-build.log 2>&1; echo "tk build rc $?" >> /tmp/tk-build.log ) &
+tk=$!
+VSA_COMMIT=$COMMIT bash scripts/gpu.sh cpp python ctest > /dev/null 2>&1
+S="$OUT/summary.txt"
+nvidia-smi --query-gpu=uuid,power.limit --format=csv,noheader >> "$S" 2>&1
+wait $tk; tail -n 1 /tmp/tk-build.log >> "$S"
+grep -E "CudaSweep|PASSED|FAILED" "$OUT/ctest.log" | head -8 >> "$S"
+echo "== $(date -u +%T) vsa bench attention with FastVideo ($((SECONDS - start)) s)" >> "$S"
+PYTHONPATH=$PEERS timeout $((470 - (SECONDS - start))) vsa bench --case wan2.1-1.3b-480p --case synthetic-49k \
+  --case synthetic-b2-16k --case synthetic-49k-top192 --case hunyuan-720p --backends vsa,fastvideo-tk,fastvideo-triton \
+  --iters 20 > "$OUT/attention.log" 2>&1
+echo "attention rc $?" >> "$S"; grep -E "^  (vsa|fastvideo)|best FastVideo|^[a-z].*(blk|latent|synthetic)" "$OUT/attention.log" | head -40 >> "$S"
+echo "== $(date -u +%T) HunyuanVideo forward, phase off, vsa alone ($((SECONDS - start)) s)" >> "$S"
+VSA_CUDA_WALK_PHASE=off timeout $((560 - (SECONDS - start))) vsa bench --case hunyuan-720p --backends vsa --no-backward --iters 20 > "$OUT/hunyuan-off.log" 2>&1
+echo "rc $?" >> "$S"; grep -E "^  vsa" "$OUT/hunyuan-off.log" >> "$S"
+timeout $((585 - (SECONDS - start))) vsa bench --case hunyuan-720p --backends vsa --no-backward --iters 20 > "$OUT/hunyuan-default.log" 2>&1
+echo "default again rc $?" >> "$S"; grep -E "^  vsa" "$OUT/hunyuan-default.log" >> "$S"
+kill $smi 2>/dev/null
+rm -f "$OUT/build.log"
+echo "== $(date -u +%T) done ($((SECONDS - start)) s)" >> "$S"
