@@ -50,20 +50,20 @@ int device_attribute(cudaDeviceAttr attribute, int device_index, const char* wha
   return value;
 }
 
-// The persistent forward's grid size.
-int sm_count(int device_index) {
+// One device attribute, cached per device (a cache per attribute: one per instantiation).
+template <cudaDeviceAttr kAttribute>
+int cached_attribute(int device_index, const char* what) {
   static DeviceCache cache{};
-  return cached_per_device(cache, device_index, [&] {
-    return device_attribute(cudaDevAttrMultiProcessorCount, device_index,
-                            "cudaDeviceGetAttribute(multiProcessorCount)");
-  });
+  return cached_per_device(cache, device_index, [&] { return device_attribute(kAttribute, device_index, what); });
+}
+
+// The persistent forward's grid size, and the list walks' phase (walk_phase_sms below).
+int sm_count(int device_index) {
+  return cached_attribute<cudaDevAttrMultiProcessorCount>(device_index, "cudaDeviceGetAttribute(multiProcessorCount)");
 }
 
 int l2_bytes(int device_index) {
-  static DeviceCache cache{};
-  return cached_per_device(cache, device_index, [&] {
-    return device_attribute(cudaDevAttrL2CacheSize, device_index, "cudaDeviceGetAttribute(l2CacheSize)");
-  });
+  return cached_attribute<cudaDevAttrL2CacheSize>(device_index, "cudaDeviceGetAttribute(l2CacheSize)");
 }
 
 // The SMs by which forward v2 phases its list walks (kernel_choice.hpp): they re-read one

@@ -17,6 +17,14 @@ constexpr bool kBuiltWithSm90a =
     false;
 #endif
 
+// An environment override's value as a positive whole number, or 0 when it is not one (a sign,
+// trailing characters, or zero).
+unsigned long long positive_whole_number(const char* text) {
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  return *end != '\0' || text[0] == '-' ? 0 : value;
+}
+
 }  // namespace
 
 const char* kernel_family_name(KernelFamily k) {
@@ -60,9 +68,8 @@ std::size_t stored_ds_cap_bytes() {
   constexpr std::size_t kDefaultMb = 4096, kMb = std::size_t{1} << 20;
   const char* requested = std::getenv("VSA_CUDA_DS_WORKSPACE_MB");
   if (requested == nullptr || requested[0] == '\0') return kDefaultMb * kMb;
-  char* end = nullptr;
-  const unsigned long long mb = std::strtoull(requested, &end, 10);
-  if (*end != '\0' || mb == 0 || requested[0] == '-')
+  const unsigned long long mb = positive_whole_number(requested);
+  if (mb == 0)
     throw Error(ErrorKind::invalid_argument, "VSA_CUDA_DS_WORKSPACE_MB", "a positive whole number of megabytes",
                 requested);
   return static_cast<std::size_t>(mb) * kMb;
@@ -75,9 +82,8 @@ int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_cou
     return slice_bytes > l2_bytes / 2 && waves >= kMinWaves ? sm_count : 0;
   if (std::strcmp(requested, "off") == 0) return 0;
   if (std::strcmp(requested, "on") == 0) return sm_count;
-  char* end = nullptr;
-  const unsigned long sms = std::strtoul(requested, &end, 10);
-  if (*end != '\0' || sms == 0 || sms > 4096 || requested[0] == '-')
+  const unsigned long long sms = positive_whole_number(requested);
+  if (sms == 0 || sms > 4096)
     throw Error(ErrorKind::invalid_argument, "VSA_CUDA_WALK_PHASE", "off, on or a number of SMs in [1, 4096]",
                 requested);
   return static_cast<int>(sms);
