@@ -15,11 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define VSA_HOST_DEVICE __host__ __device__
-#else
-#define VSA_HOST_DEVICE
-#endif
+#include "core/host_device.hpp"
 
 namespace vsa::detail {
 

@@ -57,7 +57,7 @@ int cached_attribute(int device_index, const char* what) {
   return cached_per_device(cache, device_index, [&] { return device_attribute(kAttribute, device_index, what); });
 }
 
-// The persistent forward's grid size, and the list walks' phase (walk_phase_sms below).
+// The persistent forward's grid size, and the list walks' phase (walk_phase below).
 int sm_count(int device_index) {
   return cached_attribute<cudaDevAttrMultiProcessorCount>(device_index, "cudaDeviceGetAttribute(multiProcessorCount)");
 }
@@ -66,14 +66,14 @@ int l2_bytes(int device_index) {
   return cached_attribute<cudaDevAttrL2CacheSize>(device_index, "cudaDeviceGetAttribute(l2CacheSize)");
 }
 
-// The SMs by which forward v2 phases its list walks (kernel_choice.hpp): they re-read one
-// (batch, kv head)'s K and V rows, and v2 runs a CTA per 64-row query tile.
-int walk_phase_sms(const ProblemShape& s, DType dtype, int device_index) {
+// How forward v2 walks its lists (kernel_choice.hpp): its walks re-read one (batch, kv head)'s K
+// and V rows, and it runs a CTA per 64-row query tile.
+WalkPhase walk_phase(const ProblemShape& s, DType dtype, int device_index) {
   const std::int64_t slice_bytes = 2 * s.seq_kv * s.head_dim * static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t tiles = s.batch * s.heads * s.num_q_blocks * (s.block / 64);
   const int sms = sm_count(device_index);
-  return walk_phase_sms_for(static_cast<std::size_t>(slice_bytes), static_cast<std::size_t>(l2_bytes(device_index)),
-                            sms, tiles / (static_cast<std::int64_t>(sms) * sm90::kTmaFwdCtasPerSm));
+  return walk_phase_for(static_cast<std::size_t>(slice_bytes), static_cast<std::size_t>(l2_bytes(device_index)), sms,
+                        tiles / (static_cast<std::int64_t>(sms) * sm90::kTmaFwdCtasPerSm));
 }
 
 // A CTA owns one whole query block (64 or 128 rows).
@@ -214,7 +214,9 @@ void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
     kp.fine = p.fine.data;
   }
 
-  kp.walk_sms = walk_phase_sms(s, in.q.dtype, in.q.device_index);
+  const WalkPhase phase = walk_phase(s, in.q.dtype, in.q.device_index);
+  kp.walk_sms = phase.sms;
+  kp.walk_ramp_waves = phase.ramp_waves;
 
   const KernelFamily kernel = kernel_family_for(device_arch(in.q.device_index));
   const DeviceGuard device(in.q.device_index);

@@ -75,18 +75,20 @@ std::size_t stored_ds_cap_bytes() {
   return static_cast<std::size_t>(mb) * kMb;
 }
 
-int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves) {
-  constexpr std::int64_t kMinWaves = 16;
+WalkPhase walk_phase_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves) {
+  constexpr std::int64_t kMinWaves = 8;
+  constexpr WalkPhase kListOrder{0, 0};
+  const WalkPhase phased{sm_count, kWalkRampWaves};
   const char* requested = std::getenv("VSA_CUDA_WALK_PHASE");
   if (requested == nullptr || requested[0] == '\0')
-    return slice_bytes > l2_bytes / 2 && waves >= kMinWaves ? sm_count : 0;
-  if (std::strcmp(requested, "off") == 0) return 0;
-  if (std::strcmp(requested, "on") == 0) return sm_count;
+    return slice_bytes > l2_bytes / 2 && waves >= kMinWaves ? phased : kListOrder;
+  if (std::strcmp(requested, "off") == 0) return kListOrder;
+  if (std::strcmp(requested, "on") == 0) return phased;
   const unsigned long long sms = positive_whole_number(requested);
   if (sms == 0 || sms > 4096)
     throw Error(ErrorKind::invalid_argument, "VSA_CUDA_WALK_PHASE", "off, on or a number of SMs in [1, 4096]",
                 requested);
-  return static_cast<int>(sms);
+  return {static_cast<int>(sms), 0};
 }
 
 }  // namespace vsa::cuda

@@ -33,13 +33,14 @@
 //
 // Forward v2 phases its list walks (common/list_walk.cuh) where that pays: when one (batch, kv
 // head)'s K and V are larger than half of L2 (HunyuanVideo 720p: 69 MB a head) and the launch is
-// at least 16 waves of the CTAs resident at once. Each CTA then starts its list where the CTAs
+// at least 8 waves of the CTAs resident at once. Each CTA then starts its list where the CTAs
 // resident beside it are, so together they read one window of the head instead of all of it
-// (HunyuanVideo's 24 heads: 13 % faster, 2026-12-04). A short launch's CTAs start together and
-// are in step in list order, where a phase spreads them (4 and 8 waves: 12 and 5 % slower).
-// VSA_CUDA_WALK_PHASE=off|on|<SMs> overrides the choice (on: whatever the slice and the waves; a
-// number: phase by that many SMs' CTAs instead of the device's, so that small test problems get
-// walks that start mid-list).
+// (HunyuanVideo's 24 heads: 16 % faster, 2026-12-04). A launch's first waves start together, in
+// step in list order, so the phase grows over its first kWalkRampWaves waves
+// (common/walk_start.hpp); a whole phase from the first wave made 4- and 8-wave launches 12 and
+// 5 % slower. VSA_CUDA_WALK_PHASE=off|on|<SMs> overrides the choice (on: whatever the slice and
+// the waves; a number: the whole phase from the first CTA, by that many SMs' CTAs instead of the
+// device's, so that small test problems get walks that start mid-list).
 #pragma once
 
 #include <cstddef>
@@ -63,9 +64,17 @@ DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim);
 // The stored-dS path's cap on its dSᵀ tiles' workspace, in bytes.
 std::size_t stored_ds_cap_bytes();
 
-// The SMs by which forward v2 phases its list walks (0: each list in its order), on a device of
-// `sm_count` SMs and `l2_bytes` of L2, for one (batch, kv head)'s `slice_bytes` of K and V and a
-// launch of `waves` times the CTAs resident at once.
-int walk_phase_sms_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves);
+// The waves over which a phase grows, when the rule (or `on`) phases a launch.
+constexpr int kWalkRampWaves = 8;
+
+// How forward v2 walks its lists: phased by `sms` SMs' resident CTAs (0: each list in its order),
+// the phase growing over the launch's first `ramp_waves` waves (walk_start.hpp).
+struct WalkPhase {
+  int sms, ramp_waves;
+};
+
+// The phase on a device of `sm_count` SMs and `l2_bytes` of L2, for one (batch, kv head)'s
+// `slice_bytes` of K and V and a launch of `waves` times the CTAs resident at once.
+WalkPhase walk_phase_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves);
 
 }  // namespace vsa::cuda

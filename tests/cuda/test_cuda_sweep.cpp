@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/kernel_choice.hpp"
+#include "cuda/sm90/fwd_launch.hpp"
 #include "device_buffer.hpp"
 #include "scoped_env.hpp"
 #include "support/random_case.hpp"
@@ -117,6 +119,30 @@ TEST(CudaSweep, PhasedListWalksMatchTheCpuBackendAndRepeatBitwise) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const ScopedEnv phase("VSA_CUDA_WALK_PHASE", "1");
   sweep("forward, phased walks", forward_case);
+}
+
+// Forward v2's default phase, grown over a launch's first waves (walk_start.hpp), on a launch
+// two waves longer than the ramp: CTAs start in list order, at part of their place's share of
+// the list, and at all of it, and the walks that start mid-list wrap around. bf16 at D = 64:
+// the device's SMs times v2's four CTAs an SM, one CTA per 64-row query tile.
+TEST(CudaSweep, RampedPhaseOnALongLaunchMatchesTheCpuBackend) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const ScopedEnv phase("VSA_CUDA_WALK_PHASE", "on");
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = 64;
+  c.block = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.num_kv_blocks = 24;
+  c.max_kv = 8;
+  c.num_q_blocks = (cuda::kWalkRampWaves + 2) * sms * cuda::sm90::kTmaFwdCtasPerSm / c.heads;
+  AttentionProblem problem(c, sweep_seed());
+  const ForwardResult cpu = cpu_forward(problem, true);
+  const ForwardResult gpu = gpu_forward(problem, true);
+  expect_same_forward(problem, gpu, cpu, true);
 }
 
 // The backward on device 0, with the workspace the API asks for; dq, dk, dv

@@ -2,11 +2,13 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "cuda/backward/workspace.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/common/walk_start.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "scoped_env.hpp"
 #include "vsa/attention.hpp"
@@ -148,36 +150,43 @@ TEST(DqMethod, StoredDsCapFromTheEnvironment) {
 }
 
 // Forward v2's phased list walks (list_walk.cuh): by default where a (batch, kv head)'s K and V
-// are larger than half of L2 and the launch is at least 16 resident waves, by all the SMs.
-TEST(WalkPhase, DefaultPhasesLongLaunchesOverLargeHeads) {
+// are larger than half of L2 and the launch is at least 8 resident waves, by all the SMs, the
+// phase growing over the first kWalkRampWaves waves.
+void expect_phase(const WalkPhase& got, int sms, int ramp_waves) {
+  EXPECT_EQ(got.sms, sms);
+  EXPECT_EQ(got.ramp_waves, ramp_waves);
+}
+
+TEST(WalkPhase, DefaultPhasesLaunchesOfSeveralWavesOverLargeHeads) {
   const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", nullptr);
-  const std::size_t l2 = std::size_t{50} << 20;
-  EXPECT_EQ(walk_phase_sms_for(std::size_t{69} << 20, l2, 132, 98), 132);  // HunyuanVideo 720p
-  EXPECT_EQ(walk_phase_sms_for(l2 / 2 + 1, l2, 132, 16), 132);
-  EXPECT_EQ(walk_phase_sms_for(l2 / 2, l2, 132, 98), 0);
-  EXPECT_EQ(walk_phase_sms_for(std::size_t{69} << 20, l2, 132, 15), 0);   // its heads one by one
-  EXPECT_EQ(walk_phase_sms_for(std::size_t{10} << 20, l2, 132, 14), 0);   // Wan 480p
+  const std::size_t l2 = std::size_t{50} << 20, hunyuan = std::size_t{69} << 20;
+  expect_phase(walk_phase_for(hunyuan, l2, 132, 98), 132, kWalkRampWaves);  // HunyuanVideo 720p
+  expect_phase(walk_phase_for(l2 / 2 + 1, l2, 132, 8), 132, kWalkRampWaves);
+  expect_phase(walk_phase_for(l2 / 2, l2, 132, 98), 0, 0);
+  expect_phase(walk_phase_for(hunyuan, l2, 132, 7), 0, 0);
+  expect_phase(walk_phase_for(hunyuan, l2, 132, 4), 0, 0);                 // its heads one by one
+  expect_phase(walk_phase_for(std::size_t{10} << 20, l2, 132, 14), 0, 0);  // Wan 480p
 }
 
 TEST(WalkPhase, OverrideFromTheEnvironment) {
   const std::size_t l2 = std::size_t{50} << 20, small = 1, large = std::size_t{1} << 30;
   {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "off");
-    EXPECT_EQ(walk_phase_sms_for(large, l2, 132, 100), 0);
+    expect_phase(walk_phase_for(large, l2, 132, 100), 0, 0);
   }
   {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "on");
-    EXPECT_EQ(walk_phase_sms_for(small, l2, 132, 0), 132);
+    expect_phase(walk_phase_for(small, l2, 132, 0), 132, kWalkRampWaves);
   }
   {
-    const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "3");
-    EXPECT_EQ(walk_phase_sms_for(small, l2, 132, 0), 3);
-    EXPECT_EQ(walk_phase_sms_for(large, l2, 132, 100), 3);
+    const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", "3");  // the whole phase from the first CTA
+    expect_phase(walk_phase_for(small, l2, 132, 0), 3, 0);
+    expect_phase(walk_phase_for(large, l2, 132, 100), 3, 0);
   }
   for (const char* bad : {"0", "-1", "yes", "2x", "5000"}) {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", bad);
     try {
-      walk_phase_sms_for(small, l2, 132, 100);
+      walk_phase_for(small, l2, 132, 100);
       FAIL() << "accepted " << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
@@ -185,6 +194,35 @@ TEST(WalkPhase, OverrideFromTheEnvironment) {
       EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
     }
   }
+}
+
+// walk_start (walk_start.hpp), the function the kernel runs: every start is a list entry; the
+// first wave walks in list order; a CTA's phase grows with its wave up to the ramp's end, and
+// from there is its place's share of the list, (cta mod period) · count / period.
+TEST(WalkPhase, StartGrowsOverTheFirstWavesAndStaysInTheList) {
+  for (const int period : {1, 4, 528})
+    for (const int count : {1, 2, 7, 216, 2160})
+      for (const int ramp : {0, 1, 8})
+        for (int place = 0; place < period; place += std::max(1, period / 17)) {
+          const std::int64_t whole = static_cast<std::int64_t>(place) * count / period;
+          int before = 0;
+          for (std::int64_t wave = 0; wave <= ramp + 2; ++wave) {
+            const int start = walk_start(wave * period + place, period, ramp, count);
+            SCOPED_TRACE("period " + std::to_string(period) + ", count " + std::to_string(count) + ", ramp " +
+                         std::to_string(ramp) + ", place " + std::to_string(place) + ", wave " +
+                         std::to_string(wave));
+            ASSERT_GE(start, 0);
+            ASSERT_LT(start, count);
+            if (wave == 0 && ramp > 0) EXPECT_EQ(start, 0);
+            if (wave >= ramp) EXPECT_EQ(start, whole);
+            EXPECT_GE(start, before);
+            before = start;
+          }
+        }
+  // Halfway through an 8-wave ramp, the last place of a wave takes about half its share.
+  EXPECT_EQ(walk_start(4 * 528 + 527, 528, 8, 2160), 2155 * 4 / 8);
+  EXPECT_EQ(walk_start(123, 0, 8, 2160), 0);  // period 0: list order
+  EXPECT_EQ(walk_start(123, 4, 8, 0), 0);     // an empty list
 }
 
 // Wan 480p: 12 units (B1, 12 kv heads) of 624 · 63 tiles (322 MB) each.

@@ -42,8 +42,9 @@ struct FwdKernelParams {
   // With coarse (vsa::ForwardParams::fine): the attention alone, written beside out; or null.
   void* fine;
   SeqStrides fine_stride;
-  // The SMs by which v2 phases its list walks (list_walk.cuh; kernel_choice.hpp says when), or 0.
-  int walk_sms;
+  // The SMs by which v2 phases its list walks (list_walk.cuh; kernel_choice.hpp says when), or 0,
+  // and the launch's first waves over which the phase grows (walk_start.hpp).
+  int walk_sms, walk_ramp_waves;
 };
 
 // The backward's kernels (sm80 and sm90). The key pass: a CTA owns one

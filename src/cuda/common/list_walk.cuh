@@ -14,9 +14,10 @@
 // about L·T/period; starting its walk at the fraction (L mod period)/period of
 // its list puts it, at time t, at the fraction t/T of its walk, like every
 // other resident CTA: together they read one window of the head (90 % of the
-// reads hit; HunyuanVideo's forward 13 % faster). A short launch's CTAs start
-// together, in step in list order, and a phase spreads them: kernel_choice.hpp
-// phases only long launches over large heads.
+// reads hit; HunyuanVideo's forward 13 % faster). A launch's first waves start
+// together, in step in list order, and a whole phase would spread them, so the
+// phase grows over the first waves (walk_start.hpp); kernel_choice.hpp phases
+// only launches of several waves over large heads.
 //
 // The sum over the list then runs in another order, but one fixed by the
 // CTA's grid place and the period (the device's SM count), so a call is still
@@ -25,20 +26,20 @@
 
 #include <cstdint>
 
+#include "cuda/common/walk_start.hpp"
+
 namespace vsa::cuda {
 
 class ListWalk {
  public:
   // period: the CTAs resident at once (the phased SMs times the kernel's CTAs
-  // per SM), or 0 for list order; count: the list's tiles.
-  __device__ ListWalk(int period, int count) : count_(count), start_(0) {
-    if (period > 0) {
-      const std::int64_t cta =
-          blockIdx.x + static_cast<std::int64_t>(gridDim.x) *
-                           (blockIdx.y + static_cast<std::int64_t>(gridDim.y) * blockIdx.z);
-      start_ = static_cast<int>(cta % period * count / period);
-    }
-  }
+  // per SM), or 0 for list order; ramp_waves: the waves over which the phase
+  // grows (walk_start.hpp); count: the list's tiles.
+  __device__ ListWalk(int period, int ramp_waves, int count)
+      : count_(count),
+        start_(walk_start(blockIdx.x + static_cast<std::int64_t>(gridDim.x) *
+                                           (blockIdx.y + static_cast<std::int64_t>(gridDim.y) * blockIdx.z),
+                          period, ramp_waves, count)) {}
 
   // The list's tile that step `step` of the walk visits; a step past the list
   // is itself (the schedulers' lookups give nothing there).

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, kTmaFwdCtasPerSm)
     std::int64_t key;
     int valid;
   };
-  const ListWalk walk(p.walk_sms * kTmaFwdCtasPerSm, num_tiles);
+  const ListWalk walk(p.walk_sms * kTmaFwdCtasPerSm, p.walk_ramp_waves, num_tiles);
   const auto key_tile = [&](int step) {
     const int j = walk.tile_at(step);
     const std::int64_t block = sched.block_of(j);
