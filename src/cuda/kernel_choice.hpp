@@ -35,12 +35,13 @@
 // head)'s K and V are larger than half of L2 (HunyuanVideo 720p: 69 MB a head) and the launch is
 // at least 8 waves of the CTAs resident at once. Each CTA then starts its list where the CTAs
 // resident beside it are, so together they read one window of the head instead of all of it
-// (HunyuanVideo's 24 heads: 16 % faster, 2026-12-04). A launch's first waves start together, in
-// step in list order, so the phase grows over its first kWalkRampWaves waves
-// (common/walk_start.hpp); a whole phase from the first wave made 4- and 8-wave launches 12 and
-// 5 % slower. VSA_CUDA_WALK_PHASE=off|on|<SMs> overrides the choice (on: whatever the slice and
-// the waves; a number: the whole phase from the first CTA, by that many SMs' CTAs instead of the
-// device's, so that small test problems get walks that start mid-list).
+// (HunyuanVideo's 24 heads: 16–20 % faster in vsa_kernel_bench, 11 % in vsa bench, 2026-12-04).
+// A launch's first waves start together, in step in list order, so the phase grows over its
+// first kWalkRampWaves waves (common/walk_start.hpp); a whole phase from the first wave made 4-
+// and 8-wave launches 12 and 5 % slower. VSA_CUDA_WALK_PHASE=off|on|<SMs> overrides the choice
+// (on: whatever the slice and the waves; a number: the whole phase from the first CTA, by that
+// many SMs' CTAs instead of the device's, so that small test problems get walks that start
+// mid-list).
 #pragma once
 
 #include <cstddef>
