@@ -213,8 +213,12 @@ TEST(WalkPhase, StartGrowsOverTheFirstWavesAndStaysInTheList) {
                          std::to_string(wave));
             ASSERT_GE(start, 0);
             ASSERT_LT(start, count);
-            if (wave == 0 && ramp > 0) EXPECT_EQ(start, 0);
-            if (wave >= ramp) EXPECT_EQ(start, whole);
+            if (wave == 0 && ramp > 0) {
+              EXPECT_EQ(start, 0);
+            }
+            if (wave >= ramp) {
+              EXPECT_EQ(start, whole);
+            }
             EXPECT_GE(start, before);
             before = start;
           }
