@@ -65,6 +65,20 @@ bool shape_is(const TensorRef& t, std::initializer_list<std::int64_t> dims) {
   return true;
 }
 
+// A sequence tensor of `model`'s shape, dtype and device.
+bool like(const TensorRef& t, const TensorRef& model) {
+  if (!sequence_tensor(t) || !same_device(t, model) || t.dtype != model.dtype) return false;
+  for (int i = 0; i < 4; ++i)
+    if (t.shape[i] != model.shape[i]) return false;
+  return true;
+}
+
+// The forward's lse: float32 [B, H, Sq], contiguous, on q's device.
+bool lse_tensor(const TensorRef& lse, const TensorRef& q, const ProblemShape& s) {
+  return lse.data != nullptr && same_device(lse, q) && lse.dtype == DType::f32 &&
+         shape_is(lse, {s.batch, s.heads, s.seq_q}) && contiguous(lse);
+}
+
 }  // namespace
 
 Verdict inputs_verdict(const AttentionInputs& in) {
@@ -111,18 +125,20 @@ Verdict inputs_verdict(const AttentionInputs& in) {
 }
 
 Verdict outputs_verdict(const ForwardParams& p, const ProblemShape& s) {
-  const TensorRef& q = p.in.q;
-  const TensorRef& out = p.out;
-  if (!sequence_tensor(out) || !same_device(out, q) || out.dtype != q.dtype)
-    return broken("out: present, rank 4, q's dtype and device, unit stride on D");
-  for (int i = 0; i < 4; ++i)
-    if (out.shape[i] != q.shape[i]) return broken("out shaped as q");
-  if (p.need_lse) {
-    const TensorRef& lse = p.lse;
-    if (lse.data == nullptr || !same_device(lse, q) || lse.dtype != DType::f32 ||
-        !shape_is(lse, {s.batch, s.heads, s.seq_q}) || !contiguous(lse))
-      return broken("lse: float32 [B, H, Sq], contiguous, on q's device");
-  }
+  if (!like(p.out, p.in.q)) return broken("out: present, rank 4, shaped, typed and placed as q, unit stride on D");
+  if (p.need_lse && !lse_tensor(p.lse, p.in.q, s))
+    return broken("lse: float32 [B, H, Sq], contiguous, on q's device");
+  return Verdict{true, "", s};
+}
+
+Verdict backward_tensors_verdict(const BackwardParams& p, const ProblemShape& s) {
+  const TensorRef &q = p.in.q, &k = p.in.k;
+  if (!like(p.out, q) || !like(p.dout, q))
+    return broken("out, dout: present, rank 4, shaped, typed and placed as q, unit stride on D");
+  if (!lse_tensor(p.lse, q, s)) return broken("lse: float32 [B, H, Sq], contiguous, on q's device");
+  if (!like(p.dq, q)) return broken("dq: present, rank 4, shaped, typed and placed as q, unit stride on D");
+  if (!like(p.dk, k) || !like(p.dv, k))
+    return broken("dk, dv: present, rank 4, shaped, typed and placed as k, unit stride on D");
   return Verdict{true, "", s};
 }
 

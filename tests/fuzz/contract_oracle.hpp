@@ -23,6 +23,11 @@ Verdict inputs_verdict(const AttentionInputs& in);
 // out (and lse when need_lse) for inputs already found valid.
 Verdict outputs_verdict(const ForwardParams& p, const ProblemShape& s);
 
+// out, dout, lse, dq, dk and dv of a backward call for inputs already found
+// valid (DESIGN.md §1: out, dout and dq shaped and typed as q, dk and dv as
+// k, lse as the forward writes it).
+Verdict backward_tensors_verdict(const BackwardParams& p, const ProblemShape& s);
+
 // The host-resident metadata values for valid inputs: counts in [0, max_kv],
 // the first count ids of each row in [0, NK), vbs in [0, blk].
 Verdict metadata_verdict(const AttentionInputs& in, const ProblemShape& s);

@@ -1,19 +1,7 @@
 // libFuzzer entry point over vsa::check_inputs and vsa::forward (CPU
 // backend): see fuzz_targets.hpp for the two halves and what they demand.
 // Build with the `fuzz` preset; run as tests/fuzz/README.md says.
-#include <cstdio>
-#include <cstdlib>
-
 #include "fuzz_targets.hpp"
-
-namespace vsa::fuzz {
-
-void fail(const char* what, const char* detail) {
-  std::fprintf(stderr, "vsa fuzz: %s (%s)\n", what, detail);
-  std::abort();
-}
-
-}  // namespace vsa::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);

@@ -1,127 +1,21 @@
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "contract_oracle.hpp"
+#include "fuzz_attention.hpp"
 #include "fuzz_choices.hpp"
 #include "fuzz_targets.hpp"
-#include "fuzz_tensor.hpp"
 #include "support/host_tensor.hpp"
 #include "support/reference_attention.hpp"
 
 namespace vsa::fuzz {
 namespace {
 
-// Extents the fuzzer picks: small, so the float64 reference stays quick.
-struct Dims {
-  std::int64_t batch, heads, kv_heads, num_q_blocks, num_kv_blocks, block, dim, max_kv;
-  Layout layout;
-};
-
-Dims pick_dims(FuzzedDataProvider& in) {
-  Dims d{};
-  d.batch = in.ConsumeIntegralInRange<std::int64_t>(1, 2);
-  d.kv_heads = in.ConsumeIntegralInRange<std::int64_t>(1, 2);
-  d.heads = d.kv_heads * in.ConsumeIntegralInRange<std::int64_t>(1, 2);
-  if (rarely(in)) d.heads = in.ConsumeIntegralInRange<std::int64_t>(1, 3);  // maybe no GQA group
-  d.num_q_blocks = in.ConsumeIntegralInRange<std::int64_t>(1, 2);
-  d.num_kv_blocks = in.ConsumeIntegralInRange<std::int64_t>(1, 3);
-  d.block = rarely(in) ? in.PickValueInArray<std::int64_t>({32, 96, 192}) : in.PickValueInArray<std::int64_t>({64, 128});
-  d.dim = rarely(in) ? in.PickValueInArray<std::int64_t>({32, 96, 1}) : in.PickValueInArray<std::int64_t>({64, 128});
-  d.max_kv = in.ConsumeIntegralInRange<std::int64_t>(1, 4);
-  d.layout = in.ConsumeBool() ? Layout::bshd : Layout::bhsd;
-  return d;
-}
-
-// Sometimes one extent off a little: a shape the contract may refuse.
-std::vector<std::int64_t> maybe_bent(FuzzedDataProvider& in, std::vector<std::int64_t> shape) {
-  if (rarely(in)) {
-    std::int64_t& e = shape[in.ConsumeIntegralInRange<std::size_t>(0, shape.size() - 1)];
-    e = std::max<std::int64_t>(0, e + in.PickValueInArray<std::int64_t>({1, -1, 2, -64}));
-  }
-  return shape;
-}
-
-// A q/k/v/out-shaped tensor: outer axes stored in any order, rows padded,
-// the sequence maybe stored backwards and (inputs only) the heads maybe
-// broadcast from one (stride 0), as torch's expand() makes.
-FuzzTensor sequence_tensor(FuzzedDataProvider& in, DType dtype, const Dims& d, std::int64_t heads,
-                           std::int64_t seq, bool input) {
-  const int seq_axis = d.layout == Layout::bhsd ? 2 : 1, head_axis = 3 - seq_axis;
-  std::vector<std::int64_t> shape = d.layout == Layout::bhsd ? std::vector<std::int64_t>{d.batch, heads, seq, d.dim}
-                                                             : std::vector<std::int64_t>{d.batch, seq, heads, d.dim};
-  shape = maybe_bent(in, shape);
-  static constexpr int kOrders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-  const int* order = kOrders[in.ConsumeIntegralInRange<int>(0, 5)];  // outermost first
-  std::vector<std::int64_t> strides(4);
-  strides[3] = rarely(in) ? 2 : 1;
-  std::int64_t step = shape[3] * strides[3] + in.PickValueInArray<std::int64_t>({0, 8, 3, 64});
-  for (int i = 2; i >= 0; --i) {
-    strides[order[i]] = step;
-    step *= std::max<std::int64_t>(shape[order[i]], 1);
-  }
-  if (in.ConsumeIntegralInRange<int>(0, 3) == 3) strides[seq_axis] = -strides[seq_axis];
-  if (input && rarely(in)) strides[head_axis] = 0;
-  return FuzzTensor(dtype, shape, strides);
-}
-
-// Integer metadata: int32/int64 (rarely another dtype), rarely not contiguous.
-FuzzTensor int_tensor(FuzzedDataProvider& in, std::vector<std::int64_t> shape) {
-  const DType dtype = rarely(in) ? in.PickValueInArray({DType::f32, DType::bf16, DType::boolean})
-                                 : in.PickValueInArray({DType::i32, DType::i64});
-  shape = maybe_bent(in, shape);
-  std::vector<std::int64_t> strides = packed_strides(shape);
-  if (rarely(in))
-    for (std::int64_t& s : strides) s *= 2;
-  return FuzzTensor(dtype, shape, strides);
-}
-
-// Values past a row's count, which no backend may read: -1 and ids far out of range.
-std::int64_t padding_garbage(FuzzedDataProvider& in, std::int64_t num_kv_blocks) {
-  return in.PickValueInArray<std::int64_t>({-1, num_kv_blocks, num_kv_blocks + 1000,
-                                            std::numeric_limits<std::int32_t>::max(),
-                                            std::numeric_limits<std::int32_t>::min(),
-                                            std::numeric_limits<std::int64_t>::max(), -7});
-}
-
-// Counts, listed ids (duplicates allowed) and padding; `hostile` lists break
-// the value rules at the fuzzer's choice.
-void fill_lists(FuzzedDataProvider& in, FuzzTensor& idx, FuzzTensor& num, const Dims& d) {
-  const bool hostile = rarely(in);
-  for (std::int64_t e = 0; e < idx.numel(); ++e) idx.set_int(e, padding_garbage(in, d.num_kv_blocks));
-  const std::int64_t width = idx.shape()[3];
-  for (std::int64_t row = 0; row < num.numel(); ++row) {
-    const std::int64_t count = hostile ? in.ConsumeIntegralInRange<std::int64_t>(-2, d.max_kv + 2)
-                                       : in.ConsumeIntegralInRange<std::int64_t>(0, d.max_kv);
-    num.set_int(row, count);
-    for (std::int64_t e = 0; e < std::min(count, width) && row * width + e < idx.numel(); ++e) {
-      const std::int64_t id = hostile && rarely(in) ? in.ConsumeIntegralInRange<std::int64_t>(-3, d.num_kv_blocks + 3)
-                                                    : in.ConsumeIntegralInRange<std::int64_t>(0, d.num_kv_blocks - 1);
-      idx.set_int(row * width + e, id);
-    }
-  }
-}
-
-// Full, empty and partial blocks; hostile values outside [0, blk].
-void fill_block_sizes(FuzzedDataProvider& in, FuzzTensor& vbs, const Dims& d) {
-  const bool hostile = rarely(in);
-  for (std::int64_t j = 0; j < vbs.numel(); ++j) {
-    std::int64_t n = d.block;
-    if (hostile)
-      n = in.ConsumeIntegralInRange<std::int64_t>(-2, d.block + 2);
-    else if (in.ConsumeBool())
-      n = in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange<std::int64_t>(1, std::max<std::int64_t>(1, d.block - 1));
-    vbs.set_int(j, n);
-  }
-}
-
 // The six inputs and two outputs of one call.
 struct Call {
-  FuzzTensor q, k, v, idx, num, vbs, out, lse;
+  FuzzInputs in;
+  FuzzTensor out, lse;
   ForwardParams params;
 };
 
@@ -129,12 +23,7 @@ void expect_matches_reference(const Call& c, const ProblemShape& s,
                               const std::vector<unsigned char>& out_before,
                               const std::vector<unsigned char>& lse_before) {
   const ForwardParams& p = c.params;
-  const test::ReferenceProblem problem{
-      s.batch, s.heads, s.kv_heads, s.seq_q, s.seq_kv, s.head_dim, s.block, s.max_kv,
-      p.in.scale != 0.0f ? p.in.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)),
-      c.q.bhsd_values(p.in.layout), c.k.bhsd_values(p.in.layout), c.v.bhsd_values(p.in.layout),
-      c.idx.int_values(), c.num.int_values(), c.vbs.int_values(), {}};
-  const test::ReferenceForward expected = test::reference_forward(problem);
+  const test::ReferenceForward expected = test::reference_forward(reference_problem(c.in, p.in, s));
   const std::vector<double> out = c.out.bhsd_values(p.in.layout);
   const double tolerance = p.in.q.dtype == DType::f32 ? 1e-5 : 1e-2;
 
@@ -168,35 +57,19 @@ void expect_matches_reference(const Call& c, const ProblemShape& s,
 
 void fuzz_forward(FuzzedDataProvider& in) {
   const Dims d = pick_dims(in);
-  DType dtype = in.PickValueInArray({DType::f32, DType::bf16, DType::f16});
-  auto other_dtype = [&] { return rarely(in) ? in.PickValueInArray({DType::f32, DType::bf16, DType::f16, DType::i32}) : dtype; };
-  const std::int64_t seq_q = d.num_q_blocks * d.block, seq_kv = d.num_kv_blocks * d.block;
+  const DType dtype = in.PickValueInArray({DType::f32, DType::bf16, DType::f16});
+  const std::int64_t seq_q = d.num_q_blocks * d.block;
 
   Call c;
-  c.q = sequence_tensor(in, dtype, d, d.heads, seq_q, true);
-  c.k = sequence_tensor(in, other_dtype(), d, d.kv_heads, seq_kv, true);
-  c.v = sequence_tensor(in, other_dtype(), d, d.kv_heads, seq_kv, true);
-  c.idx = int_tensor(in, {d.batch, d.heads, d.num_q_blocks, d.max_kv});
-  c.num = int_tensor(in, {d.batch, d.heads, d.num_q_blocks});
-  c.vbs = int_tensor(in, {d.num_kv_blocks});
-  c.out = sequence_tensor(in, other_dtype(), d, d.heads, seq_q, false);
-  c.lse = rarely(in) ? int_tensor(in, {d.batch, d.heads, seq_q}) : FuzzTensor(DType::f32, maybe_bent(in, {d.batch, d.heads, seq_q}));
-  fill_lists(in, c.idx, c.num, d);
-  fill_block_sizes(in, c.vbs, d);
-  std::mt19937_64 rng(in.ConsumeIntegral<std::uint64_t>());
-  for (FuzzTensor* t : {&c.q, &c.k, &c.v}) t->fill_random(rng);
+  c.in = input_tensors(in, d, dtype);
+  c.out = sequence_tensor(in, maybe_other_dtype(in, dtype), d, d.heads, seq_q, false);
+  c.lse = lse_tensor(in, d);
+  fill_inputs(in, c.in, d, ListsWhenOut::empty);
   c.out.fill_bytes(0xff);  // NaN in every float dtype
   c.lse.fill_bytes(0xff);
 
   ForwardParams& p = c.params;
-  p.in.q = c.q.ref();
-  p.in.k = c.k.ref();
-  p.in.v = c.v.ref();
-  p.in.q2k_idx = c.idx.ref();
-  p.in.q2k_num = c.num.ref();
-  p.in.variable_block_sizes = c.vbs.ref();
-  p.in.layout = d.layout;
-  p.in.scale = any_scale(in);
+  p.in = attention_inputs(in, c.in, d.layout);
   p.out = c.out.ref();
   p.need_lse = !in.ConsumeBool();
   p.lse = c.lse.ref(!rarely(in));

@@ -1,4 +1,6 @@
-// The two halves of the forward fuzzer (forward_fuzz.cpp picks one per input).
+// The fuzz targets' bodies: the forward fuzzer's two halves
+// (forward_fuzz.cpp picks one per input) and the backward fuzzer's
+// (backward_fuzz.cpp).
 #pragma once
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -18,6 +20,16 @@ void fuzz_descriptors(FuzzedDataProvider& in);
 // when the oracle says the call is valid — write a finite result that
 // matches the float64 reference.
 void fuzz_forward(FuzzedDataProvider& in);
+
+// Whole backward calls on real buffers, built as fuzz_forward's, with out,
+// dout, lse and the three gradients from the fuzzer too (out and lse the
+// float64 forward's when the call is valid). vsa::backward must either raise
+// vsa::Error and leave dq, dk and dv as they were, or — exactly when the
+// oracle says the call is valid — write finite gradients that match the
+// float64 reference, exactly zero where the contract says so (dq of a row
+// with nothing to attend, dk and dv of keys past their block's size), and
+// nothing outside their views; it never writes to what it reads.
+void fuzz_backward(FuzzedDataProvider& in);
 
 // Stops the fuzzer with a report: libFuzzer saves the input that got here.
 [[noreturn]] void fail(const char* what, const char* detail);

@@ -85,18 +85,28 @@ void FuzzTensor::fill_random(std::mt19937_64& rng) {
   for (std::int64_t i = 0; i < numel(); ++i) set(i, static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0);
 }
 
-std::vector<double> FuzzTensor::bhsd_values(Layout layout) const {
+template <class Visit>
+void FuzzTensor::for_each_bhsd(Layout layout, Visit&& visit) const {
   const bool bshd = layout == Layout::bshd;
   const std::int64_t heads = bshd ? extent_[2] : extent_[1], seq = bshd ? extent_[1] : extent_[2];
   const std::int64_t dim = extent_[3];
-  std::vector<double> values(static_cast<std::size_t>(numel()));
-  double* next = values.data();
   for (std::int64_t b = 0; b < extent_[0]; ++b)
     for (std::int64_t h = 0; h < heads; ++h)
       for (std::int64_t s = 0; s < seq; ++s)
         for (std::int64_t x = 0; x < dim; ++x)
-          *next++ = get(bshd ? ((b * seq + s) * heads + h) * dim + x : ((b * heads + h) * seq + s) * dim + x);
+          visit(bshd ? ((b * seq + s) * heads + h) * dim + x : ((b * heads + h) * seq + s) * dim + x);
+}
+
+std::vector<double> FuzzTensor::bhsd_values(Layout layout) const {
+  std::vector<double> values(static_cast<std::size_t>(numel()));
+  double* next = values.data();
+  for_each_bhsd(layout, [&](std::int64_t flat) { *next++ = get(flat); });
   return values;
+}
+
+void FuzzTensor::set_bhsd_values(Layout layout, const std::vector<double>& values) {
+  const double* next = values.data();
+  for_each_bhsd(layout, [&](std::int64_t flat) { set(flat, *next++); });
 }
 
 std::vector<std::int64_t> FuzzTensor::int_values() const {

@@ -35,8 +35,10 @@ class FuzzTensor {
 
   // Uniform values in [-1, 1), rounded to the dtype, in every element.
   void fill_random(std::mt19937_64& rng);
-  // Rank 4: the logical [B, H, S, D] values, whichever layout the shape is in.
+  // Rank 4: the logical [B, H, S, D] values, whichever layout the shape is in,
+  // read or written (rounded to the dtype).
   std::vector<double> bhsd_values(Layout layout) const;
+  void set_bhsd_values(Layout layout, const std::vector<double>& values);
   std::vector<std::int64_t> int_values() const;
 
   // Every byte of the buffer, view and gaps alike.
@@ -47,6 +49,9 @@ class FuzzTensor {
 
  private:
   unsigned char* element(std::int64_t flat) const;
+  // Calls visit(flat) for each element, in [B, H, S, D] order.
+  template <class Visit>
+  void for_each_bhsd(Layout layout, Visit&& visit) const;
 
   DType dtype_ = DType::f32;
   std::vector<std::int64_t> shape_, strides_;
