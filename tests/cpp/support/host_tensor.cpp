@@ -26,8 +26,10 @@ double decode_half(std::uint16_t bits) {
 }
 
 std::uint16_t encode_half(double value) {
+  if (std::isnan(value)) return 0x7e00u;  // a quiet NaN
   const std::uint16_t sign = std::signbit(value) ? 0x8000u : 0u;
   const double magnitude = std::fabs(value);
+  if (std::isinf(magnitude)) return static_cast<std::uint16_t>(sign | 0x7c00u);
   if (magnitude < std::ldexp(1.0, -14))  // subnormal range, unit 2^-24
     return static_cast<std::uint16_t>(sign |
                                       static_cast<std::uint16_t>(std::nearbyint(std::ldexp(magnitude, 24))));
