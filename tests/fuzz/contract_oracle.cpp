@@ -120,6 +120,9 @@ Verdict inputs_verdict(const AttentionInputs& in) {
     return broken("q2k_idx is [B, H, NQ, max_kv >= 1]");
   if (!int_tensor(in.q2k_num, 3, q) || !shape_is(in.q2k_num, {s.batch, s.heads, s.num_q_blocks}))
     return broken("q2k_num: int [B, H, NQ], contiguous, on q's device");
+  const TensorRef& q_vbs = in.q_variable_block_sizes;
+  if (q_vbs.defined() && (!int_tensor(q_vbs, 1, q) || !shape_is(q_vbs, {s.num_q_blocks})))
+    return broken("q_variable_block_sizes, when given: int [NQ], contiguous, on q's device");
   if (!std::isfinite(in.scale) || in.scale < 0.0f) return broken("scale finite and >= 0");
   return Verdict{true, "", s};
 }
@@ -160,6 +163,11 @@ Verdict metadata_verdict(const AttentionInputs& in, const ProblemShape& s) {
     const std::int64_t n = value(in.variable_block_sizes, j);
     if (n < 0 || n > s.block) return broken("variable_block_sizes in [0, blk]");
   }
+  if (in.q_variable_block_sizes.defined())
+    for (std::int64_t i = 0; i < s.num_q_blocks; ++i) {
+      const std::int64_t n = value(in.q_variable_block_sizes, i);
+      if (n < 0 || n > s.block) return broken("q_variable_block_sizes in [0, blk]");
+    }
   return Verdict{true, "", s};
 }
 

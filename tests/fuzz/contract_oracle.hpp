@@ -29,7 +29,7 @@ Verdict outputs_verdict(const ForwardParams& p, const ProblemShape& s);
 Verdict backward_tensors_verdict(const BackwardParams& p, const ProblemShape& s);
 
 // The host-resident metadata values for valid inputs: counts in [0, max_kv],
-// the first count ids of each row in [0, NK), vbs in [0, blk].
+// the first count ids of each row in [0, NK), vbs and q_vbs in [0, blk].
 Verdict metadata_verdict(const AttentionInputs& in, const ProblemShape& s);
 
 }  // namespace vsa::fuzz

@@ -139,6 +139,27 @@ std::mt19937_64 fill_inputs(FuzzedDataProvider& in, FuzzInputs& t, const Dims& d
   return rng;
 }
 
+void add_query_sizes(FuzzedDataProvider& in, FuzzInputs& t, const Dims& d) {
+  if (!in.ConsumeBool()) return;
+  t.q_vbs = int_tensor(in, {d.num_q_blocks});
+  fill_block_sizes(in, *t.q_vbs, d);
+}
+
+std::vector<bool> padding_rows(const FuzzInputs& t, const Dims& d) {
+  std::vector<bool> rows(static_cast<std::size_t>(d.num_q_blocks * d.block));
+  if (!t.q_vbs) return rows;
+  const FuzzTensor& sizes = *t.q_vbs;
+  const DType dtype = sizes.ref().dtype;
+  if ((dtype != DType::i32 && dtype != DType::i64) || sizes.numel() != d.num_q_blocks) return rows;
+  for (std::int64_t n = 0; n < d.num_q_blocks; ++n) {
+    const std::int64_t real = sizes.get_int(n);
+    if (real < 0 || real > d.block) return std::vector<bool>(rows.size());
+    for (std::int64_t row = n * d.block + real; row < (n + 1) * d.block; ++row)
+      rows[static_cast<std::size_t>(row)] = true;
+  }
+  return rows;
+}
+
 AttentionInputs attention_inputs(FuzzedDataProvider& in, const FuzzInputs& t, Layout layout) {
   AttentionInputs a;
   a.q = t.q.ref();
@@ -156,7 +177,8 @@ test::ReferenceProblem reference_problem(const FuzzInputs& t, const AttentionInp
   return test::ReferenceProblem{s.batch, s.heads, s.kv_heads, s.seq_q, s.seq_kv, s.head_dim, s.block, s.max_kv,
                                 in.scale != 0.0f ? in.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)),
                                 t.q.bhsd_values(in.layout), t.k.bhsd_values(in.layout), t.v.bhsd_values(in.layout),
-                                t.idx.int_values(), t.num.int_values(), t.vbs.int_values(), {}};
+                                t.idx.int_values(), t.num.int_values(), t.vbs.int_values(),
+                                t.q_vbs ? t.q_vbs->int_values() : std::vector<std::int64_t>{}};
 }
 
 }  // namespace vsa::fuzz

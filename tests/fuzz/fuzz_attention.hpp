@@ -7,6 +7,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 #include <vsa/vsa.hpp>
 
@@ -41,9 +42,10 @@ FuzzTensor lse_tensor(FuzzedDataProvider& in, const Dims& d);
 // q's dtype, or rarely another (a call the contract refuses).
 DType maybe_other_dtype(FuzzedDataProvider& in, DType dtype);
 
-// The six inputs of a call.
+// The six inputs of a call, and q_variable_block_sizes when the call has one.
 struct FuzzInputs {
   FuzzTensor q, k, v, idx, num, vbs;
+  std::optional<FuzzTensor> q_vbs;
 };
 
 // Their shapes, strides and dtypes (k and v rarely of another dtype than q's).
@@ -61,7 +63,21 @@ enum class ListsWhenOut { empty, whole };
 // random tensors.
 std::mt19937_64 fill_inputs(FuzzedDataProvider& in, FuzzInputs& t, const Dims& d, ListsWhenOut counts_when_out);
 
-// The views of `t`, with the layout and a scale from the fuzzer.
+// q_variable_block_sizes half the time: an int tensor of NQ entries (rarely
+// another dtype, shape or stride) holding whole, partial and empty query
+// blocks, or values outside [0, blk] at the fuzzer's choice.
+void add_query_sizes(FuzzedDataProvider& in, FuzzInputs& t, const Dims& d);
+
+// Which of the Sq query rows are padding (offset in their block at or past
+// q_variable_block_sizes); none where the call has no valid sizes to say so.
+std::vector<bool> padding_rows(const FuzzInputs& t, const Dims& d);
+
+// What the contract lets a padding row of q or dout hold: finite values far
+// from any real row's, so a padding row that leaked into a result would show.
+constexpr double kPaddingGarbage = 300.0;
+
+// The views of `t` but q_variable_block_sizes, with the layout and a scale
+// from the fuzzer.
 AttentionInputs attention_inputs(FuzzedDataProvider& in, const FuzzInputs& t, Layout layout);
 
 // The float64 problem of a call the contract accepts, in [B, H, S, D] order.

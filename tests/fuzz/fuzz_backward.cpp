@@ -39,7 +39,8 @@ void expect_zero_rows(const std::vector<double>& grad, std::int64_t dim, const s
 }
 
 void expect_matches_reference(const Call& c, const test::ReferenceProblem& problem,
-                              const test::ReferenceForward& forward, const std::vector<std::vector<unsigned char>>& before) {
+                              const test::ReferenceForward& forward,
+                              const std::vector<std::vector<unsigned char>>& before) {
   const BackwardParams& p = c.params;
   const Layout layout = p.in.layout;
   const test::ReferenceGradients expected = test::reference_backward(problem, c.dout.bhsd_values(layout));
@@ -57,16 +58,18 @@ void expect_matches_reference(const Call& c, const test::ReferenceProblem& probl
     const char* name;
     const std::vector<bool>* zero_row;
     const char* why;
-  } grads[] = {{&c.dq, &expected.dq, "dq", &forward.empty_row, "a query row with nothing to attend has a nonzero dq"},
-               {&c.dk, &expected.dk, "dk", &padding_key, "a key past its block's size has a nonzero dk"},
-               {&c.dv, &expected.dv, "dv", &padding_key, "a key past its block's size has a nonzero dv"}};
+  } grads[] = {
+      {&c.dq, &expected.dq, "dq", &forward.empty_row, "a row with nothing to attend (or padding) has a nonzero dq"},
+      {&c.dk, &expected.dk, "dk", &padding_key, "a key past its block's size has a nonzero dk"},
+      {&c.dv, &expected.dv, "dv", &padding_key, "a key past its block's size has a nonzero dv"}};
   for (const auto& g : grads) {
     const std::vector<double> got = g.got->bhsd_values(layout);
     for (double x : got)
       if (!std::isfinite(x)) fail("backward wrote a value that is not finite", g.name);
     const double error = test::relative_error(got, *g.expected);
     if (!(error <= tolerance))
-      fail("a gradient differs from the float64 reference", (std::string(g.name) + " " + std::to_string(error)).c_str());
+      fail("a gradient differs from the float64 reference",
+           (std::string(g.name) + " " + std::to_string(error)).c_str());
     expect_zero_rows(got, problem.head_dim, *g.zero_row, g.name, g.why);
   }
   if (!c.dq.gaps_equal(before[0]) || !c.dk.gaps_equal(before[1]) || !c.dv.gaps_equal(before[2]))
@@ -110,16 +113,25 @@ void fuzz_backward(FuzzedDataProvider& in) {
     else
       for (TensorRef* t : tensors) t->device = Device::cuda;
   }
+  add_query_sizes(in, c.in, d);
+  if (c.in.q_vbs) p.in.q_variable_block_sizes = c.in.q_vbs->ref();
+  const std::vector<bool> padding = padding_rows(c.in, d);
+  for (FuzzTensor* t : {&c.in.q, &c.dout}) t->set_sequence_rows(d.layout, padding, kPaddingGarbage);
 
   Verdict expected = inputs_verdict(p.in);
   if (expected.ok) expected = backward_tensors_verdict(p, expected.shape);
-  if (expected.ok && p.in.q.device != Device::cpu) expected = Verdict{false, "a CPU-only build refuses CUDA tensors", {}};
+  if (expected.ok && p.in.q.device != Device::cpu)
+    expected = Verdict{false, "a CPU-only build refuses CUDA tensors", {}};
   if (expected.ok) expected = metadata_verdict(p.in, expected.shape);
   test::ReferenceProblem problem{};
   test::ReferenceForward forward_outputs{};
   if (expected.ok) {
     problem = reference_problem(c.in, p.in, expected.shape);
     forward_outputs = write_forward_outputs(c, problem);
+    // A padding row's out and lse may hold anything; NaN would show if read.
+    c.out.set_sequence_rows(d.layout, padding, std::nan(""));
+    for (std::int64_t row = 0; row < c.lse.numel(); ++row)
+      if (padding[static_cast<std::size_t>(row % seq_q)]) c.lse.set(row, std::nan(""));
   }
 
   // Nothing the call reads may change; the gradients only when it succeeds.

@@ -81,6 +81,10 @@ void fuzz_forward(FuzzedDataProvider& in) {
     else
       for (TensorRef* t : tensors) t->device = p.lse.device = Device::cuda;
   }
+  // Drawn last, so the committed corpus (found before it) reads as it did.
+  add_query_sizes(in, c.in, d);
+  if (c.in.q_vbs) p.in.q_variable_block_sizes = c.in.q_vbs->ref();
+  c.in.q.set_sequence_rows(d.layout, padding_rows(c.in, d), kPaddingGarbage);
 
   Verdict expected = inputs_verdict(p.in);
   try {

@@ -15,7 +15,8 @@ namespace vsa::fuzz {
 void fuzz_descriptors(FuzzedDataProvider& in);
 
 // Whole calls on real buffers: shapes, strides, dtypes, list contents,
-// counts and block sizes from the fuzzer, q/k/v random. vsa::forward must
+// counts, block sizes and q_variable_block_sizes from the fuzzer, q/k/v
+// random (finite garbage in padding query rows). vsa::forward must
 // either raise vsa::Error and leave its outputs as they were, or — exactly
 // when the oracle says the call is valid — write a finite result that
 // matches the float64 reference.
@@ -23,12 +24,13 @@ void fuzz_forward(FuzzedDataProvider& in);
 
 // Whole backward calls on real buffers, built as fuzz_forward's, with out,
 // dout, lse and the three gradients from the fuzzer too (out and lse the
-// float64 forward's when the call is valid). vsa::backward must either raise
-// vsa::Error and leave dq, dk and dv as they were, or — exactly when the
-// oracle says the call is valid — write finite gradients that match the
-// float64 reference, exactly zero where the contract says so (dq of a row
-// with nothing to attend, dk and dv of keys past their block's size), and
-// nothing outside their views; it never writes to what it reads.
+// float64 forward's when the call is valid, NaN in padding query rows).
+// vsa::backward must either raise vsa::Error and leave dq, dk and dv as they
+// were, or — exactly when the oracle says the call is valid — write finite
+// gradients that match the float64 reference, exactly zero where the
+// contract says so (dq of a row with nothing to attend or a padding row, dk
+// and dv of keys past their block's size), and nothing outside their views;
+// it never writes to what it reads.
 void fuzz_backward(FuzzedDataProvider& in);
 
 // Stops the fuzzer with a report: libFuzzer saves the input that got here.

@@ -94,19 +94,25 @@ void FuzzTensor::for_each_bhsd(Layout layout, Visit&& visit) const {
     for (std::int64_t h = 0; h < heads; ++h)
       for (std::int64_t s = 0; s < seq; ++s)
         for (std::int64_t x = 0; x < dim; ++x)
-          visit(bshd ? ((b * seq + s) * heads + h) * dim + x : ((b * heads + h) * seq + s) * dim + x);
+          visit(bshd ? ((b * seq + s) * heads + h) * dim + x : ((b * heads + h) * seq + s) * dim + x, s);
 }
 
 std::vector<double> FuzzTensor::bhsd_values(Layout layout) const {
   std::vector<double> values(static_cast<std::size_t>(numel()));
   double* next = values.data();
-  for_each_bhsd(layout, [&](std::int64_t flat) { *next++ = get(flat); });
+  for_each_bhsd(layout, [&](std::int64_t flat, std::int64_t) { *next++ = get(flat); });
   return values;
 }
 
 void FuzzTensor::set_bhsd_values(Layout layout, const std::vector<double>& values) {
   const double* next = values.data();
-  for_each_bhsd(layout, [&](std::int64_t flat) { set(flat, *next++); });
+  for_each_bhsd(layout, [&](std::int64_t flat, std::int64_t) { set(flat, *next++); });
+}
+
+void FuzzTensor::set_sequence_rows(Layout layout, const std::vector<bool>& rows, double value) {
+  for_each_bhsd(layout, [&](std::int64_t flat, std::int64_t s) {
+    if (static_cast<std::size_t>(s) < rows.size() && rows[static_cast<std::size_t>(s)]) set(flat, value);
+  });
 }
 
 std::vector<std::int64_t> FuzzTensor::int_values() const {

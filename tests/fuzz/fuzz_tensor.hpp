@@ -39,6 +39,8 @@ class FuzzTensor {
   // read or written (rounded to the dtype).
   std::vector<double> bhsd_values(Layout layout) const;
   void set_bhsd_values(Layout layout, const std::vector<double>& values);
+  // Every element of the sequence rows s with rows[s] (s < rows.size()) set to `value`.
+  void set_sequence_rows(Layout layout, const std::vector<bool>& rows, double value);
   std::vector<std::int64_t> int_values() const;
 
   // Every byte of the buffer, view and gaps alike.
@@ -49,7 +51,7 @@ class FuzzTensor {
 
  private:
   unsigned char* element(std::int64_t flat) const;
-  // Calls visit(flat) for each element, in [B, H, S, D] order.
+  // Calls visit(flat, s) for each element, in [B, H, S, D] order, s its sequence row.
   template <class Visit>
   void for_each_bhsd(Layout layout, Visit&& visit) const;
 
