@@ -135,7 +135,9 @@ void fuzz_backward(FuzzedDataProvider& in) {
   }
 
   // Nothing the call reads may change; the gradients only when it succeeds.
-  const FuzzTensor* read[] = {&c.in.q, &c.in.k, &c.in.v, &c.in.idx, &c.in.num, &c.in.vbs, &c.out, &c.dout, &c.lse};
+  std::vector<const FuzzTensor*> read = {&c.in.q, &c.in.k, &c.in.v, &c.in.idx, &c.in.num, &c.in.vbs,
+                                         &c.out,  &c.dout, &c.lse};
+  if (c.in.q_vbs) read.push_back(&*c.in.q_vbs);
   std::vector<std::vector<unsigned char>> read_before;
   for (const FuzzTensor* t : read) read_before.push_back(t->bytes());
   const std::vector<std::vector<unsigned char>> grads_before = {c.dq.bytes(), c.dk.bytes(), c.dv.bytes()};
