@@ -1,0 +1,207 @@
+// Session 36's probe: how fast the H200 can bring a 64-token forward's K and V tiles from L2
+// into the SMs, with nothing else to do. Forward v2's grid (a CTA per 64-row query tile, each
+// walking its own list, lists phased as kernel_choice.hpp phases them) and its TMA requests
+// (request_key_tile: a partial tile's padding rows are out-of-bounds rows, never read), but no
+// products, no softmax, no Q and no output: one thread per CTA keeps `stages` K+V tile pairs
+// in flight and re-requests a stage as soon as its bytes have landed. C CTAs per SM are forced
+// through the shared memory each asks for. The least time over the (C, stages) shapes is a
+// floor for any forward that reads each listed K/V tile once per 64-row query tile.
+//
+// Built against the project's own headers and its CUDA library (for the tensor maps):
+//   nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include kv_floor_probe.cu \
+//        build/gpu/src/cuda/libvsa_cuda.a -o kv_floor_probe
+//   kv_floor_probe heads num_blocks topk T H W sms [same]
+// T H W: the latent whose 4x4x4 tiles are the blocks (partial at its edges), t outermost;
+// 0 0 0 for whole blocks. sms: the SMs to phase the walks by (0: list order). `same`: every
+// query block lists the same blocks (the most L2 reuse), else independent random lists.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "cuda/common/list_walk.cuh"
+#include "cuda/common/query_scheduler.cuh"
+#include "cuda/sm90/swizzled_tile.cuh"
+#include "cuda/sm90/tensor_maps.hpp"
+
+namespace {
+
+using namespace vsa::cuda;
+using namespace vsa::cuda::sm90;
+
+struct ProbeParams {
+  FwdTensorMaps maps;  // first: 64-byte aligned
+  FwdKernelParams p;
+  int ctas_per_sm;
+};
+
+constexpr std::uint32_t kTileBytes = SwizzledTile<128>::kBytes;  // 16 KB: K or V, D = 128
+
+template <int kStages>
+__global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbeParams params) {
+  if (threadIdx.x != 0) return;
+  const FwdKernelParams& p = params.p;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const std::uint32_t base = (ptx::smem_addr(smem) + 1023u) & ~1023u;
+  const std::uint32_t bars = base + kStages * 2 * kTileBytes;
+  const QueryScheduler<kTileRows> sched(p);
+  const int n = sched.num_tiles(), batch = sched.batch(), kv_head = sched.kv_head();
+  const ListWalk walk(p.walk_sms * params.ctas_per_sm, p.walk_ramp_waves, n);
+  for (int s = 0; s < kStages; ++s) mbarrier_init(bars + 8 * s, 2);  // K's and V's requests
+  mbarrier_init_fence();
+
+  struct KeyTile {
+    std::int64_t key;
+    int valid;
+  };
+  const auto lookup = [&](int t) {
+    const int j = walk.tile_at(t);
+    const std::int64_t block = sched.block_of(j);
+    return KeyTile{sched.first_key(j, block), sched.valid_keys(j, block)};
+  };
+  const auto request = [&](int t, const KeyTile& tile) {
+    const int s = t % kStages;
+    const std::uint32_t dst = base + s * 2 * kTileBytes;
+    request_key_tile<128>(dst, bars + 8 * s, params.maps.k, tile.key, kv_head, batch, kTileRows - tile.valid);
+    request_key_tile<128>(dst + kTileBytes, bars + 8 * s, params.maps.v, tile.key, kv_head, batch,
+                          kTileRows - tile.valid);
+  };
+  for (int t = 0; t < kStages && t < n; ++t) request(t, lookup(t));
+  for (int t = 0; t < n; ++t) {
+    const KeyTile next = lookup(t + kStages);  // its two dependent loads under the wait
+    mbarrier_wait(bars + 8 * (t % kStages), static_cast<std::uint32_t>(t / kStages) & 1u);
+    if (t + kStages < n) request(t + kStages, next);
+  }
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+template <class T>
+T* to_device(const std::vector<T>& host) {
+  T* device = nullptr;
+  check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
+  check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return device;
+}
+
+// Median of 30 timed launches after 5 warm-up ones, in ms.
+template <int kStages>
+double time_ms(const ProbeParams& params, int heads) {
+  // Exactly C CTAs per SM: each asks for 1/C of the SM's 228 KB, less the 1 KB the SM keeps a CTA.
+  const int smem = std::min(232448, 233472 / params.ctas_per_sm - 1024);
+  const int need = kStages * 2 * static_cast<int>(kTileBytes) + 1024 + 8 * kStages;
+  if (need > smem) return -1.0;
+  check(cudaFuncSetAttribute(kv_floor<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "attribute");
+  const dim3 grid(static_cast<unsigned>(params.p.num_q_blocks), static_cast<unsigned>(heads), 1u);
+  const auto launch = [&] { kv_floor<kStages><<<grid, 32, smem>>>(params); };
+  for (int i = 0; i < 5; ++i) launch();
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<float> ms;
+  for (int i = 0; i < 30; ++i) {
+    check(cudaEventRecord(start), "record");
+    launch();
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float t = 0.0f;
+    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 9) {
+    std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms [same]\n");
+    return 1;
+  }
+  const int heads = std::atoi(argv[1]), nk = std::atoi(argv[2]), topk = std::atoi(argv[3]);
+  const int lt = std::atoi(argv[4]), lh = std::atoi(argv[5]), lw = std::atoi(argv[6]);
+  const int sms = std::atoi(argv[7]);
+  const bool same = argc > 8 && std::string_view(argv[8]) == "same";
+  constexpr int kDim = 128;
+  const std::int64_t seq = static_cast<std::int64_t>(nk) * kTileRows, elems = heads * seq * kDim;
+
+  // Real keys of each block: whole, or the 4x4x4 tiles of a T x H x W latent (t outermost).
+  std::vector<std::int32_t> vbs(nk, kTileRows);
+  if (lt > 0) {
+    const int th = (lh + 3) / 4, tw = (lw + 3) / 4;
+    if ((lt + 3) / 4 * th * tw != nk) {
+      std::fprintf(stderr, "the latent's tiles are not num_blocks\n");
+      return 1;
+    }
+    for (int j = 0; j < nk; ++j) {
+      const int t = j / (th * tw), h = j / tw % th, w = j % tw;
+      vbs[j] = std::min(4, lt - 4 * t) * std::min(4, lh - 4 * h) * std::min(4, lw - 4 * w);
+    }
+  }
+  std::mt19937_64 rng(1234);
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(heads) * nk * topk), num(heads * nk, topk), all(nk);
+  std::iota(all.begin(), all.end(), 0);
+  for (std::int64_t row = 0; row < static_cast<std::int64_t>(heads) * nk; ++row) {
+    if (!same || row == 0) {
+      std::shuffle(all.begin(), all.end(), rng);
+      std::sort(all.begin(), all.begin() + topk);
+    }
+    std::copy(all.begin(), all.begin() + topk, idx.begin() + row * topk);
+  }
+  double real_bytes = 0.0;  // K and V rows the TMA unit reads: a tile's real keys only
+  for (std::int32_t block : idx) real_bytes += 2.0 * vbs[block] * kDim * 2;
+
+  void* kv = nullptr;
+  check(cudaMalloc(&kv, 2 * elems * 2), "cudaMalloc kv");
+  check(cudaMemset(kv, 0, 2 * elems * 2), "memset kv");
+  ProbeParams params{};
+  FwdKernelParams& p = params.p;
+  p.q = kv;
+  p.k = kv;
+  p.v = static_cast<char*>(kv) + elems * 2;
+  p.q_stride = p.k_stride = p.v_stride = SeqStrides{elems, seq * kDim, kDim};
+  p.q2k_idx = to_device(idx);
+  p.q2k_num = to_device(num);
+  p.vbs = to_device(vbs);
+  p.heads = heads;
+  p.kv_group = 1;
+  p.num_q_blocks = nk;
+  p.max_kv = topk;
+  p.block = kTileRows;
+  p.walk_sms = sms;
+  p.walk_ramp_waves = 8;  // kernel_choice.hpp's kWalkRampWaves
+  if (!encode_fwd_tensor_maps(p, true, 1, heads, seq, seq, kDim, params.maps)) {
+    std::fprintf(stderr, "tensor maps refused\n");
+    return 1;
+  }
+  std::printf("H%d NK%d topk%d latent %dx%dx%d phase-sms %d lists %s: K/V bytes read %.2f GB (whole tiles %.2f)\n",
+              heads, nk, topk, lt, lh, lw, sms, same ? "same" : "random", real_bytes / 1e9,
+              2.0 * idx.size() * kTileRows * kDim * 2 / 1e9);
+  const auto report = [&](int ctas, int stages, double ms) {
+    if (ms < 0) return;
+    std::printf("  %d CTAs/SM x %d stages (%3d KB in flight an SM): %8.3f ms  %6.2f TB/s\n", ctas, stages,
+                ctas * stages * 32, ms, real_bytes / ms / 1e9);
+  };
+  for (int ctas : {1, 2, 3, 4, 6}) {
+    params.ctas_per_sm = ctas;
+    report(ctas, 1, time_ms<1>(params, heads));
+    report(ctas, 2, time_ms<2>(params, heads));
+    report(ctas, 3, time_ms<3>(params, heads));
+    report(ctas, 4, time_ms<4>(params, heads));
+    report(ctas, 6, time_ms<6>(params, heads));
+  }
+  return 0;
+}
