@@ -4,8 +4,9 @@
 // (request_key_tile: a partial tile's padding rows are out-of-bounds rows, never read), but no
 // products, no softmax, no Q and no output: one thread per CTA keeps `stages` K+V tile pairs
 // in flight and re-requests a stage as soon as its bytes have landed. C CTAs per SM are forced
-// through the shared memory each asks for. The least time over the (C, stages) shapes is a
-// floor for any forward that reads each listed K/V tile once per 64-row query tile.
+// through the shared memory each asks for. Each shape runs on v2's grid and on a persistent one
+// (Steps, below). The least time over them is a floor for any forward that reads each listed
+// K/V tile once per 64-row query tile.
 //
 // Built against the project's own headers and its CUDA library (for the tensor maps):
 //   nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include kv_floor_probe.cu \
@@ -23,6 +24,7 @@
 #include <numeric>
 #include <random>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/common/list_walk.cuh"
@@ -43,40 +45,82 @@ struct ProbeParams {
 
 constexpr std::uint32_t kTileBytes = SwizzledTile<128>::kBytes;  // 16 KB: K or V, D = 128
 
-template <int kStages>
+// The grid's steps, in the order a CTA takes them: one query tile's list (one CTA per tile, as v2
+// launches), or, persistent, the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of all heads (head
+// outermost, so the CTAs resident at once walk one head's lists together), one stage ring across
+// them, so no CTA starts or ends inside the walk.
+template <bool kPersistent>
+struct Steps {
+  const FwdKernelParams& p;
+  int item, t, n;  // the current item (head * NQ + query tile), its step, its tiles
+  __device__ explicit Steps(const FwdKernelParams& params) : p(params), item(first()), t(0), n(tiles()) { skip(); }
+  __device__ int first() const {
+    return kPersistent ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.y) * p.num_q_blocks + blockIdx.x;
+  }
+  __device__ bool done() const { return kPersistent ? item >= p.heads * p.num_q_blocks : t >= n; }
+  __device__ QueryScheduler<kTileRows> sched() const {
+    return QueryScheduler<kTileRows>(p, 0, item / p.num_q_blocks, item % p.num_q_blocks);
+  }
+  __device__ int tiles() const {
+    return kPersistent && item >= p.heads * p.num_q_blocks ? 0 : sched().num_tiles();
+  }
+  __device__ void skip() {  // past items with no tiles
+    while (kPersistent && !done() && t >= n) {
+      item += static_cast<int>(gridDim.x);
+      t = 0;
+      n = tiles();
+    }
+  }
+  __device__ void advance() {
+    ++t;
+    skip();
+  }
+};
+
+template <int kStages, bool kPersistent>
 __global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbeParams params) {
   if (threadIdx.x != 0) return;
   const FwdKernelParams& p = params.p;
   extern __shared__ __align__(1024) unsigned char smem[];
   const std::uint32_t base = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const std::uint32_t bars = base + kStages * 2 * kTileBytes;
-  const QueryScheduler<kTileRows> sched(p);
-  const int n = sched.num_tiles(), batch = sched.batch(), kv_head = sched.kv_head();
-  const ListWalk walk(p.walk_sms * params.ctas_per_sm, p.walk_ramp_waves, n);
   for (int s = 0; s < kStages; ++s) mbarrier_init(bars + 8 * s, 2);  // K's and V's requests
   mbarrier_init_fence();
 
   struct KeyTile {
     std::int64_t key;
-    int valid;
+    int valid, head;
+    bool any;
   };
-  const auto lookup = [&](int t) {
-    const int j = walk.tile_at(t);
+  // The step `ahead` is at: its tile's first key and real keys, then `ahead` moves on.
+  const auto lookup = [&](Steps<kPersistent>& ahead) {
+    if (ahead.done()) return KeyTile{0, 0, 0, false};
+    const QueryScheduler<kTileRows> sched = ahead.sched();
+    const int j = kPersistent ? ahead.t
+                              : ListWalk(p.walk_sms * params.ctas_per_sm, p.walk_ramp_waves, ahead.n).tile_at(ahead.t);
     const std::int64_t block = sched.block_of(j);
-    return KeyTile{sched.first_key(j, block), sched.valid_keys(j, block)};
+    const KeyTile tile{sched.first_key(j, block), sched.valid_keys(j, block), sched.kv_head(), true};
+    ahead.advance();
+    return tile;
   };
-  const auto request = [&](int t, const KeyTile& tile) {
-    const int s = t % kStages;
+  const auto request = [&](int g, const KeyTile& tile) {
+    const int s = g % kStages;
     const std::uint32_t dst = base + s * 2 * kTileBytes;
-    request_key_tile<128>(dst, bars + 8 * s, params.maps.k, tile.key, kv_head, batch, kTileRows - tile.valid);
-    request_key_tile<128>(dst + kTileBytes, bars + 8 * s, params.maps.v, tile.key, kv_head, batch,
+    request_key_tile<128>(dst, bars + 8 * s, params.maps.k, tile.key, tile.head, 0, kTileRows - tile.valid);
+    request_key_tile<128>(dst + kTileBytes, bars + 8 * s, params.maps.v, tile.key, tile.head, 0,
                           kTileRows - tile.valid);
   };
-  for (int t = 0; t < kStages && t < n; ++t) request(t, lookup(t));
-  for (int t = 0; t < n; ++t) {
-    const KeyTile next = lookup(t + kStages);  // its two dependent loads under the wait
-    mbarrier_wait(bars + 8 * (t % kStages), static_cast<std::uint32_t>(t / kStages) & 1u);
-    if (t + kStages < n) request(t + kStages, next);
+  Steps<kPersistent> ahead(p);
+  int requested = 0;
+  for (; requested < kStages; ++requested) {
+    const KeyTile tile = lookup(ahead);
+    if (!tile.any) break;
+    request(requested, tile);
+  }
+  for (int g = 0; g < requested; ++g) {
+    const KeyTile next = lookup(ahead);  // its dependent loads under the wait
+    mbarrier_wait(bars + 8 * (g % kStages), static_cast<std::uint32_t>(g / kStages) & 1u);
+    if (next.any) request(requested++, next);
   }
 }
 
@@ -96,15 +140,17 @@ T* to_device(const std::vector<T>& host) {
 }
 
 // Median of 30 timed launches after 5 warm-up ones, in ms.
-template <int kStages>
-double time_ms(const ProbeParams& params, int heads) {
+template <int kStages, bool kPersistent>
+double time_ms(const ProbeParams& params, int heads, int sms) {
   // Exactly C CTAs per SM: each asks for 1/C of the SM's 228 KB, less the 1 KB the SM keeps a CTA.
   const int smem = std::min(232448, 233472 / params.ctas_per_sm - 1024);
   const int need = kStages * 2 * static_cast<int>(kTileBytes) + 1024 + 8 * kStages;
   if (need > smem) return -1.0;
-  check(cudaFuncSetAttribute(kv_floor<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "attribute");
-  const dim3 grid(static_cast<unsigned>(params.p.num_q_blocks), static_cast<unsigned>(heads), 1u);
-  const auto launch = [&] { kv_floor<kStages><<<grid, 32, smem>>>(params); };
+  check(cudaFuncSetAttribute(kv_floor<kStages, kPersistent>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "attribute");
+  const dim3 grid = kPersistent ? dim3(static_cast<unsigned>(sms * params.ctas_per_sm))
+                                : dim3(static_cast<unsigned>(params.p.num_q_blocks), static_cast<unsigned>(heads));
+  const auto launch = [&] { kv_floor<kStages, kPersistent><<<grid, 32, smem>>>(params); };
   for (int i = 0; i < 5; ++i) launch();
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t start, stop;
@@ -127,7 +173,7 @@ double time_ms(const ProbeParams& params, int heads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 9) {
+  if (argc < 8) {
     std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms [same]\n");
     return 1;
   }
@@ -190,18 +236,26 @@ int main(int argc, char** argv) {
   std::printf("H%d NK%d topk%d latent %dx%dx%d phase-sms %d lists %s: K/V bytes read %.2f GB (whole tiles %.2f)\n",
               heads, nk, topk, lt, lh, lw, sms, same ? "same" : "random", real_bytes / 1e9,
               2.0 * idx.size() * kTileRows * kDim * 2 / 1e9);
-  const auto report = [&](int ctas, int stages, double ms) {
+  int sm_count = 0;
+  check(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  const auto report = [&](const char* grid, int ctas, int stages, double ms) {
     if (ms < 0) return;
-    std::printf("  %d CTAs/SM x %d stages (%3d KB in flight an SM): %8.3f ms  %6.2f TB/s\n", ctas, stages,
+    std::printf("  %-10s %d CTAs/SM x %d stages (%3d KB in flight an SM): %8.3f ms  %6.2f TB/s\n", grid, ctas, stages,
                 ctas * stages * 32, ms, real_bytes / ms / 1e9);
   };
-  for (int ctas : {1, 2, 3, 4, 6}) {
-    params.ctas_per_sm = ctas;
-    report(ctas, 1, time_ms<1>(params, heads));
-    report(ctas, 2, time_ms<2>(params, heads));
-    report(ctas, 3, time_ms<3>(params, heads));
-    report(ctas, 4, time_ms<4>(params, heads));
-    report(ctas, 6, time_ms<6>(params, heads));
-  }
+  const auto sweep = [&](auto persistent) {
+    constexpr bool kPersistent = decltype(persistent)::value;
+    const char* grid = kPersistent ? "persistent" : "tile CTAs";
+    for (int ctas : {1, 2, 3, 4, 6}) {
+      params.ctas_per_sm = ctas;
+      report(grid, ctas, 1, time_ms<1, kPersistent>(params, heads, sm_count));
+      report(grid, ctas, 2, time_ms<2, kPersistent>(params, heads, sm_count));
+      report(grid, ctas, 3, time_ms<3, kPersistent>(params, heads, sm_count));
+      report(grid, ctas, 4, time_ms<4, kPersistent>(params, heads, sm_count));
+      report(grid, ctas, 6, time_ms<6, kPersistent>(params, heads, sm_count));
+    }
+  };
+  sweep(std::false_type{});
+  sweep(std::true_type{});
   return 0;
 }
