@@ -11,11 +11,13 @@
 // Built against the project's own headers and its CUDA library (for the tensor maps):
 //   nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include kv_floor_probe.cu \
 //        build/gpu/src/cuda/libvsa_cuda.a -o kv_floor_probe
-//   kv_floor_probe heads num_blocks topk T H W sms [same]
+//   kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same]
 // T H W: the latent whose 4x4x4 tiles are the blocks (partial at its edges), t outermost;
-// 0 0 0 for whole blocks. sms: the SMs to phase the walks by (0: list order). `same`: every
-// query block lists the same blocks (the most L2 reuse), else independent random lists.
+// 0 0 0 for whole blocks. sms: the SMs to phase the walks by (0: list order). oob|whole|rows: how
+// a partial block's tiles are requested (Partial). `same`: every query block lists the same
+// blocks (the most L2 reuse), else independent random lists. TB/s counts the real keys' bytes.
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -37,10 +39,17 @@ namespace {
 using namespace vsa::cuda;
 using namespace vsa::cuda::sm90;
 
+// How a partial block's tile is requested: v2's box over its real keys with its padding rows out
+// of bounds (zeros, not read); the whole 64-row tile, padding rows read from memory; or its real
+// rows rounded up to 8, as boxes of 32, 16 and 8 rows from the tile's first row.
+enum class Partial { oob, whole, rows };
+
 struct ProbeParams {
   FwdTensorMaps maps;  // first: 64-byte aligned
+  CUtensorMap k_rows[3], v_rows[3];  // K and V with boxes of 32, 16 and 8 rows (Partial::rows)
   FwdKernelParams p;
   int ctas_per_sm;
+  Partial partial;
 };
 
 constexpr std::uint32_t kTileBytes = SwizzledTile<128>::kBytes;  // 16 KB: K or V, D = 128
@@ -103,12 +112,30 @@ __global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbePara
     ahead.advance();
     return tile;
   };
+  const auto load = [&](std::uint32_t dst, std::uint32_t bar, const CUtensorMap& map, const CUtensorMap* rows,
+                        const KeyTile& tile) {
+    if (tile.valid == kTileRows || params.partial != Partial::rows) {
+      const int pad = params.partial == Partial::oob ? kTileRows - tile.valid : 0;
+      request_key_tile<128>(dst, bar, map, tile.key, tile.head, 0, pad);
+      return;
+    }
+    const int real = (tile.valid + 7) & ~7;
+    mbarrier_expect_bytes(bar, static_cast<std::uint32_t>(real) * 256u);  // 256 bytes a row at D = 128
+    int row = 0;
+    for (int piece = 0; piece < 3; ++piece) {
+      const int height = 32 >> piece;
+      if ((real & height) == 0) continue;
+      for (int c = 0; c < 2; ++c)
+        tma_load_5d(dst + c * SwizzledTile<128>::kBlockBytes + row * 128, rows[piece], bar, 64 * c, row,
+                    static_cast<int>(tile.key / kTileRows), tile.head, 0);
+      row += height;
+    }
+  };
   const auto request = [&](int g, const KeyTile& tile) {
     const int s = g % kStages;
     const std::uint32_t dst = base + s * 2 * kTileBytes;
-    request_key_tile<128>(dst, bars + 8 * s, params.maps.k, tile.key, tile.head, 0, kTileRows - tile.valid);
-    request_key_tile<128>(dst + kTileBytes, bars + 8 * s, params.maps.v, tile.key, tile.head, 0,
-                          kTileRows - tile.valid);
+    load(dst, bars + 8 * s, params.maps.k, params.k_rows, tile);
+    load(dst + kTileBytes, bars + 8 * s, params.maps.v, params.v_rows, tile);
   };
   Steps<kPersistent> ahead(p);
   int requested = 0;
@@ -137,6 +164,24 @@ T* to_device(const std::vector<T>& host) {
   check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
   check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   return device;
+}
+
+// K or V as v2's 5-D [B][H][S / 64][64][D] key map (tensor_maps.cu), with boxes of `height` rows.
+bool encode_key_rows(CUtensorMap& map, const void* data, int heads, std::int64_t seq, int height) {
+  void* symbol = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &symbol, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    return false;
+  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(symbol);
+  const cuuint64_t dims[5] = {128, static_cast<cuuint64_t>(kTileRows), static_cast<cuuint64_t>(seq / kTileRows),
+                              static_cast<cuuint64_t>(heads), 1};
+  const cuuint64_t strides[4] = {256, 256 * kTileRows, static_cast<cuuint64_t>(seq) * 256, 16};
+  const cuuint32_t box[5] = {64, static_cast<cuuint32_t>(height), 1, 1, 1}, unit[5] = {1, 1, 1, 1, 1};
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(data), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Median of 30 timed launches after 5 warm-up ones, in ms.
@@ -173,14 +218,15 @@ double time_ms(const ProbeParams& params, int heads, int sms) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 8) {
-    std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms [same]\n");
+  if (argc < 9) {
+    std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same]\n");
     return 1;
   }
   const int heads = std::atoi(argv[1]), nk = std::atoi(argv[2]), topk = std::atoi(argv[3]);
   const int lt = std::atoi(argv[4]), lh = std::atoi(argv[5]), lw = std::atoi(argv[6]);
   const int sms = std::atoi(argv[7]);
-  const bool same = argc > 8 && std::string_view(argv[8]) == "same";
+  const std::string_view partial = argv[8];
+  const bool same = argc > 9 && std::string_view(argv[9]) == "same";
   constexpr int kDim = 128;
   const std::int64_t seq = static_cast<std::int64_t>(nk) * kTileRows, elems = heads * seq * kDim;
 
@@ -207,7 +253,7 @@ int main(int argc, char** argv) {
     }
     std::copy(all.begin(), all.begin() + topk, idx.begin() + row * topk);
   }
-  double real_bytes = 0.0;  // K and V rows the TMA unit reads: a tile's real keys only
+  double real_bytes = 0.0;  // K and V rows of the blocks' real keys
   for (std::int32_t block : idx) real_bytes += 2.0 * vbs[block] * kDim * 2;
 
   void* kv = nullptr;
@@ -229,12 +275,18 @@ int main(int argc, char** argv) {
   p.block = kTileRows;
   p.walk_sms = sms;
   p.walk_ramp_waves = 8;  // kernel_choice.hpp's kWalkRampWaves
-  if (!encode_fwd_tensor_maps(p, true, 1, heads, seq, seq, kDim, params.maps)) {
+  params.partial = partial == "whole" ? Partial::whole : partial == "rows" ? Partial::rows : Partial::oob;
+  bool encoded = encode_fwd_tensor_maps(p, true, 1, heads, seq, seq, kDim, params.maps);
+  for (int piece = 0; piece < 3; ++piece)
+    encoded = encoded && encode_key_rows(params.k_rows[piece], p.k, heads, seq, 32 >> piece) &&
+              encode_key_rows(params.v_rows[piece], p.v, heads, seq, 32 >> piece);
+  if (!encoded) {
     std::fprintf(stderr, "tensor maps refused\n");
     return 1;
   }
-  std::printf("H%d NK%d topk%d latent %dx%dx%d phase-sms %d lists %s: K/V bytes read %.2f GB (whole tiles %.2f)\n",
-              heads, nk, topk, lt, lh, lw, sms, same ? "same" : "random", real_bytes / 1e9,
+  std::printf("H%d NK%d topk%d latent %dx%dx%d phase-sms %d partial %s lists %s: real K/V bytes %.2f GB (whole tiles "
+              "%.2f)\n",
+              heads, nk, topk, lt, lh, lw, sms, argv[8], same ? "same" : "random", real_bytes / 1e9,
               2.0 * idx.size() * kTileRows * kDim * 2 / 1e9);
   int sm_count = 0;
   check(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), "SM count");
