@@ -11,11 +11,12 @@
 // Built against the project's own headers and its CUDA library (for the tensor maps):
 //   nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include kv_floor_probe.cu \
 //        build/gpu/src/cuda/libvsa_cuda.a -o kv_floor_probe
-//   kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same]
+//   kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same] [quick]
 // T H W: the latent whose 4x4x4 tiles are the blocks (partial at its edges), t outermost;
 // 0 0 0 for whole blocks. sms: the SMs to phase the walks by (0: list order). oob|whole|rows: how
 // a partial block's tiles are requested (Partial). `same`: every query block lists the same
-// blocks (the most L2 reuse), else independent random lists. TB/s counts the real keys' bytes.
+// blocks (the most L2 reuse), else independent random lists. `quick`: v2's grid at 2-6 CTAs an
+// SM only (the shapes that came out best). TB/s counts the real keys' bytes.
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
@@ -219,14 +220,18 @@ double time_ms(const ProbeParams& params, int heads, int sms) {
 
 int main(int argc, char** argv) {
   if (argc < 9) {
-    std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same]\n");
+    std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same] [quick]\n");
     return 1;
   }
   const int heads = std::atoi(argv[1]), nk = std::atoi(argv[2]), topk = std::atoi(argv[3]);
   const int lt = std::atoi(argv[4]), lh = std::atoi(argv[5]), lw = std::atoi(argv[6]);
   const int sms = std::atoi(argv[7]);
   const std::string_view partial = argv[8];
-  const bool same = argc > 9 && std::string_view(argv[9]) == "same";
+  bool same = false, quick = false;  // quick: v2's grid at 2-6 CTAs an SM only
+  for (int i = 9; i < argc; ++i) {
+    same = same || std::string_view(argv[i]) == "same";
+    quick = quick || std::string_view(argv[i]) == "quick";
+  }
   constexpr int kDim = 128;
   const std::int64_t seq = static_cast<std::int64_t>(nk) * kTileRows, elems = heads * seq * kDim;
 
@@ -299,6 +304,7 @@ int main(int argc, char** argv) {
     constexpr bool kPersistent = decltype(persistent)::value;
     const char* grid = kPersistent ? "persistent" : "tile CTAs";
     for (int ctas : {1, 2, 3, 4, 6}) {
+      if (quick && (kPersistent || ctas == 1)) continue;
       params.ctas_per_sm = ctas;
       report(grid, ctas, 1, time_ms<1, kPersistent>(params, heads, sm_count));
       report(grid, ctas, 2, time_ms<2, kPersistent>(params, heads, sm_count));
