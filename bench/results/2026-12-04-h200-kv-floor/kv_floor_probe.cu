@@ -115,12 +115,12 @@ __global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbePara
   };
   const auto load = [&](std::uint32_t dst, std::uint32_t bar, const CUtensorMap& map, const CUtensorMap* rows,
                         const KeyTile& tile) {
-    if (tile.valid == kTileRows || params.partial != Partial::rows) {
+    const int real = (tile.valid + 7) & ~7;  // 57-63 real keys: 64 rows, the whole box
+    if (real == kTileRows || params.partial != Partial::rows) {
       const int pad = params.partial == Partial::oob ? kTileRows - tile.valid : 0;
       request_key_tile<128>(dst, bar, map, tile.key, tile.head, 0, pad);
       return;
     }
-    const int real = (tile.valid + 7) & ~7;
     mbarrier_expect_bytes(bar, static_cast<std::uint32_t>(real) * 256u);  // 256 bytes a row at D = 128
     int row = 0;
     for (int piece = 0; piece < 3; ++piece) {
