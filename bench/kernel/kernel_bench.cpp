@@ -3,13 +3,14 @@
 // The full benchmark with peers is `vsa bench`; this one is for iterating on
 // kernels. The backward counts 2.5x the forward's FLOPs (FastVideo's rule).
 //
-//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0-3] [only] [calls]
+//   vsa_kernel_bench [heads] [num_blocks] [topk] [head_dim] [block] [partial: 0-4] [only] [calls]
 //
 // partial: 0 every block whole; 1 every fifth block 48 of 64 tokens; 2 the
 // Wan 480p latent's tiling (21×30×52 in 4×4×4 tiles: 624 blocks, a quarter
 // of them holding 8, 16 or 32 tokens; needs num_blocks 624 and block 64) for
 // the keys; 3 the same for the queries too (q_variable_block_sizes), as the
-// VSA layer's self-attention passes it.
+// VSA layer's self-attention passes it; 4 the HunyuanVideo 720p latent's tiling
+// (33×45×80: 2,160 blocks, 18.5 % of them holding 4 or 16 tokens) for the keys.
 //
 // only: 0 times everything; 1 the forward (with and without lse), 2 the
 // backward, 3 the deterministic backward alone (so a profiler sees one kind of
@@ -149,14 +150,20 @@ int main(int argc, char** argv) {
   std::vector<std::int32_t> vbs(nk, static_cast<std::int32_t>(block));
   if (partial == 1)
     for (std::int64_t j = 4; j < nk; j += 5) vbs[j] = static_cast<std::int32_t>(block * 3 / 4);
-  if (partial >= 2) {
-    if (nk != 6 * 8 * 13 || block != 64) {
-      std::fprintf(stderr, "partial 2 and 3 (the Wan 480p tiling) need num_blocks 624 and block 64\n");
+  if (partial >= 2) {  // a latent's 4×4×4 tiles (t, h, w), t outermost; tiles at its edges are cut
+    const std::array<std::int64_t, 3> latent = partial == 4 ? std::array<std::int64_t, 3>{33, 45, 80}
+                                                             : std::array<std::int64_t, 3>{21, 30, 52};
+    const std::int64_t th = (latent[1] + 3) / 4, tw = (latent[2] + 3) / 4;
+    if (nk != (latent[0] + 3) / 4 * th * tw || block != 64) {
+      std::fprintf(stderr, "partial %lld (a latent's tiling) needs num_blocks %lld and block 64\n",
+                   static_cast<long long>(partial), static_cast<long long>((latent[0] + 3) / 4 * th * tw));
       return 1;
     }
-    for (std::int64_t j = 0; j < nk; ++j) {  // tiles (t, h, w), t outermost; the last t and h tiles are cut
-      const std::int64_t t = j / (8 * 13), h = j / 13 % 8;
-      vbs[j] = static_cast<std::int32_t>((t == 5 ? 1 : 4) * (h == 7 ? 2 : 4) * 4);
+    for (std::int64_t j = 0; j < nk; ++j) {
+      const std::int64_t t = j / (th * tw), h = j / tw % th, w = j % tw;
+      vbs[j] = static_cast<std::int32_t>(std::min<std::int64_t>(4, latent[0] - 4 * t) *
+                                         std::min<std::int64_t>(4, latent[1] - 4 * h) *
+                                         std::min<std::int64_t>(4, latent[2] - 4 * w));
     }
   }
 
