@@ -11,12 +11,14 @@
 // Built against the project's own headers and its CUDA library (for the tensor maps):
 //   nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include kv_floor_probe.cu \
 //        build/gpu/src/cuda/libvsa_cuda.a -o kv_floor_probe
-//   kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same] [quick]
+//   kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same] [quick] [groups]
 // T H W: the latent whose 4x4x4 tiles are the blocks (partial at its edges), t outermost;
 // 0 0 0 for whole blocks. sms: the SMs to phase the walks by (0: list order). oob|whole|rows: how
 // a partial block's tiles are requested (Partial). `same`: every query block lists the same
 // blocks (the most L2 reuse), else independent random lists. `quick`: v2's grid at 2-6 CTAs an
-// SM only (the shapes that came out best). TB/s counts the real keys' bytes.
+// SM only (the shapes that came out best). `groups` (with `whole`): also CTAs of 2 and 4 query
+// tiles that request each block their sorted lists share once (UnionSteps): a floor for a
+// forward that reads a K/V tile once for the query tiles of a CTA. TB/s counts the real keys' bytes.
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
@@ -59,6 +61,12 @@ constexpr std::uint32_t kTileBytes = SwizzledTile<128>::kBytes;  // 16 KB: K or 
 // launches), or, persistent, the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of all heads (head
 // outermost, so the CTAs resident at once walk one head's lists together), one stage ring across
 // them, so no CTA starts or ends inside the walk.
+struct KeyTile {
+  std::int64_t key;
+  int valid, head;
+  bool any;  // false: no step left
+};
+
 template <bool kPersistent>
 struct Steps {
   const FwdKernelParams& p;
@@ -85,9 +93,57 @@ struct Steps {
     ++t;
     skip();
   }
+  // The step the walk is at: its tile's first key and real keys; then the walk moves on.
+  __device__ KeyTile next(int period) {
+    if (done()) return KeyTile{0, 0, 0, false};
+    const QueryScheduler<kTileRows> s = sched();
+    const int j = kPersistent ? t : ListWalk(period, p.walk_ramp_waves, n).tile_at(t);
+    const std::int64_t block = s.block_of(j);
+    const KeyTile tile{s.first_key(j, block), s.valid_keys(j, block), s.kv_head(), true};
+    advance();
+    return tile;
+  }
 };
 
-template <int kStages, bool kPersistent>
+// A CTA of kGroup query tiles (blockIdx.x * kGroup on, of head blockIdx.y): their sorted lists
+// merged, each block any of them lists requested once (whole blocks of 64 keys).
+template <int kGroup>
+struct UnionSteps {
+  const FwdKernelParams& p;
+  int head;
+  std::int64_t list[kGroup], front[kGroup];  // front: the block at pos, or none left (INT64_MAX)
+  int pos[kGroup], n[kGroup];
+  __device__ explicit UnionSteps(const FwdKernelParams& params) : p(params), head(static_cast<int>(blockIdx.y)) {
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const int q = static_cast<int>(blockIdx.x) * kGroup + g;
+      const std::int64_t row = static_cast<std::int64_t>(head) * p.num_q_blocks + q;
+      n[g] = q < p.num_q_blocks ? static_cast<int>(load_meta(p.q2k_num, p.num_is_64, row)) : 0;
+      list[g] = row * p.max_kv;
+      pos[g] = 0;
+      front[g] = read(g);
+    }
+  }
+  __device__ std::int64_t read(int g) const {
+    return pos[g] < n[g] ? load_meta(p.q2k_idx, p.idx_is_64, list[g] + pos[g]) : INT64_MAX;
+  }
+  __device__ KeyTile next(int) {
+    std::int64_t block = INT64_MAX;
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) block = front[g] < block ? front[g] : block;
+    if (block == INT64_MAX) return KeyTile{0, 0, 0, false};
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g)
+      if (front[g] == block) {
+        ++pos[g];
+        front[g] = read(g);
+      }
+    const int valid = static_cast<int>(load_meta(p.vbs, p.vbs_is_64, block));
+    return KeyTile{block * kTileRows, valid < kTileRows ? valid : kTileRows, head / p.kv_group, true};
+  }
+};
+
+template <int kStages, class Walk>
 __global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbeParams params) {
   if (threadIdx.x != 0) return;
   const FwdKernelParams& p = params.p;
@@ -97,22 +153,7 @@ __global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbePara
   for (int s = 0; s < kStages; ++s) mbarrier_init(bars + 8 * s, 2);  // K's and V's requests
   mbarrier_init_fence();
 
-  struct KeyTile {
-    std::int64_t key;
-    int valid, head;
-    bool any;
-  };
-  // The step `ahead` is at: its tile's first key and real keys, then `ahead` moves on.
-  const auto lookup = [&](Steps<kPersistent>& ahead) {
-    if (ahead.done()) return KeyTile{0, 0, 0, false};
-    const QueryScheduler<kTileRows> sched = ahead.sched();
-    const int j = kPersistent ? ahead.t
-                              : ListWalk(p.walk_sms * params.ctas_per_sm, p.walk_ramp_waves, ahead.n).tile_at(ahead.t);
-    const std::int64_t block = sched.block_of(j);
-    const KeyTile tile{sched.first_key(j, block), sched.valid_keys(j, block), sched.kv_head(), true};
-    ahead.advance();
-    return tile;
-  };
+  const int period = p.walk_sms * params.ctas_per_sm;
   const auto load = [&](std::uint32_t dst, std::uint32_t bar, const CUtensorMap& map, const CUtensorMap* rows,
                         const KeyTile& tile) {
     const int real = (tile.valid + 7) & ~7;  // 57-63 real keys: 64 rows, the whole box
@@ -138,15 +179,15 @@ __global__ void __launch_bounds__(32) kv_floor(const __grid_constant__ ProbePara
     load(dst, bars + 8 * s, params.maps.k, params.k_rows, tile);
     load(dst + kTileBytes, bars + 8 * s, params.maps.v, params.v_rows, tile);
   };
-  Steps<kPersistent> ahead(p);
+  Walk ahead(p);
   int requested = 0;
   for (; requested < kStages; ++requested) {
-    const KeyTile tile = lookup(ahead);
+    const KeyTile tile = ahead.next(period);
     if (!tile.any) break;
     request(requested, tile);
   }
   for (int g = 0; g < requested; ++g) {
-    const KeyTile next = lookup(ahead);  // its dependent loads under the wait
+    const KeyTile next = ahead.next(period);  // its dependent loads under the wait
     mbarrier_wait(bars + 8 * (g % kStages), static_cast<std::uint32_t>(g / kStages) & 1u);
     if (next.any) request(requested++, next);
   }
@@ -186,17 +227,15 @@ bool encode_key_rows(CUtensorMap& map, const void* data, int heads, std::int64_t
 }
 
 // Median of 30 timed launches after 5 warm-up ones, in ms.
-template <int kStages, bool kPersistent>
-double time_ms(const ProbeParams& params, int heads, int sms) {
+// Walk: Steps<persistent> or UnionSteps<group>; grid: its launch's.
+template <int kStages, class Walk>
+double time_ms(const ProbeParams& params, dim3 grid) {
   // Exactly C CTAs per SM: each asks for 1/C of the SM's 228 KB, less the 1 KB the SM keeps a CTA.
   const int smem = std::min(232448, 233472 / params.ctas_per_sm - 1024);
   const int need = kStages * 2 * static_cast<int>(kTileBytes) + 1024 + 8 * kStages;
   if (need > smem) return -1.0;
-  check(cudaFuncSetAttribute(kv_floor<kStages, kPersistent>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-        "attribute");
-  const dim3 grid = kPersistent ? dim3(static_cast<unsigned>(sms * params.ctas_per_sm))
-                                : dim3(static_cast<unsigned>(params.p.num_q_blocks), static_cast<unsigned>(heads));
-  const auto launch = [&] { kv_floor<kStages, kPersistent><<<grid, 32, smem>>>(params); };
+  check(cudaFuncSetAttribute(kv_floor<kStages, Walk>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "attribute");
+  const auto launch = [&] { kv_floor<kStages, Walk><<<grid, 32, smem>>>(params); };
   for (int i = 0; i < 5; ++i) launch();
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t start, stop;
@@ -220,17 +259,21 @@ double time_ms(const ProbeParams& params, int heads, int sms) {
 
 int main(int argc, char** argv) {
   if (argc < 9) {
-    std::fprintf(stderr, "usage: kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same] [quick]\n");
+    std::fprintf(stderr,
+                 "usage: kv_floor_probe heads num_blocks topk T H W sms oob|whole|rows [same] [quick] [groups]\n");
     return 1;
   }
   const int heads = std::atoi(argv[1]), nk = std::atoi(argv[2]), topk = std::atoi(argv[3]);
   const int lt = std::atoi(argv[4]), lh = std::atoi(argv[5]), lw = std::atoi(argv[6]);
   const int sms = std::atoi(argv[7]);
   const std::string_view partial = argv[8];
-  bool same = false, quick = false;  // quick: v2's grid at 2-6 CTAs an SM only
+  // quick: v2's grid at 2-6 CTAs an SM only; groups (with whole): also the union walks of 2 and 4
+  // query tiles' lists.
+  bool same = false, quick = false, groups = false;
   for (int i = 9; i < argc; ++i) {
     same = same || std::string_view(argv[i]) == "same";
     quick = quick || std::string_view(argv[i]) == "quick";
+    groups = groups || std::string_view(argv[i]) == "groups";
   }
   constexpr int kDim = 128;
   const std::int64_t seq = static_cast<std::int64_t>(nk) * kTileRows, elems = heads * seq * kDim;
@@ -295,25 +338,58 @@ int main(int argc, char** argv) {
               2.0 * idx.size() * kTileRows * kDim * 2 / 1e9);
   int sm_count = 0;
   check(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), "SM count");
-  const auto report = [&](const char* grid, int ctas, int stages, double ms) {
-    if (ms < 0) return;
-    std::printf("  %-10s %d CTAs/SM x %d stages (%3d KB in flight an SM): %8.3f ms  %6.2f TB/s\n", grid, ctas, stages,
-                ctas * stages * 32, ms, real_bytes / ms / 1e9);
-  };
-  const auto sweep = [&](auto persistent) {
-    constexpr bool kPersistent = decltype(persistent)::value;
-    const char* grid = kPersistent ? "persistent" : "tile CTAs";
+  // Each shape of C CTAs an SM and S stages, for one walk (its type in `walk`); `bytes`: the real K/V bytes it requests.
+  const auto sweep = [&](auto walk, const char* name, auto grid_of, double bytes, bool all_ctas) {
+    using Walk = typename decltype(walk)::type;
     for (int ctas : {1, 2, 3, 4, 6}) {
-      if (quick && (kPersistent || ctas == 1)) continue;
+      if (!all_ctas && ctas == 1) continue;
       params.ctas_per_sm = ctas;
-      report(grid, ctas, 1, time_ms<1, kPersistent>(params, heads, sm_count));
-      report(grid, ctas, 2, time_ms<2, kPersistent>(params, heads, sm_count));
-      report(grid, ctas, 3, time_ms<3, kPersistent>(params, heads, sm_count));
-      report(grid, ctas, 4, time_ms<4, kPersistent>(params, heads, sm_count));
-      report(grid, ctas, 6, time_ms<6, kPersistent>(params, heads, sm_count));
+      const dim3 grid = grid_of(ctas);
+      const auto report = [&](int stages, double ms) {
+        if (ms < 0) return;
+        std::printf("  %-10s %d CTAs/SM x %d stages (%3d KB in flight an SM): %8.3f ms  %6.2f TB/s\n", name, ctas,
+                    stages, ctas * stages * 32, ms, bytes / ms / 1e9);
+      };
+      report(1, time_ms<1, Walk>(params, grid));
+      report(2, time_ms<2, Walk>(params, grid));
+      report(3, time_ms<3, Walk>(params, grid));
+      report(4, time_ms<4, Walk>(params, grid));
+      report(6, time_ms<6, Walk>(params, grid));
     }
   };
-  sweep(std::false_type{});
-  sweep(std::true_type{});
+  const auto tile_grid = [&](int) { return dim3(static_cast<unsigned>(nk), static_cast<unsigned>(heads)); };
+  const auto persistent_grid = [&](int ctas) { return dim3(static_cast<unsigned>(sm_count * ctas)); };
+  sweep(std::type_identity<Steps<false>>{}, "tile CTAs", tile_grid, real_bytes, !quick);
+  if (!quick) sweep(std::type_identity<Steps<true>>{}, "persistent", persistent_grid, real_bytes, true);
+  // The union walks ask for each block their group lists once: their bytes, by the host's count.
+  const auto union_bytes = [&](int group) {
+    double bytes = 0.0;
+    for (int h = 0; h < heads; ++h)
+      for (int q0 = 0; q0 < nk; q0 += group) {
+        std::vector<std::int32_t> blocks;
+        for (int q = q0; q < std::min(nk, q0 + group); ++q) {
+          const auto first = idx.begin() + (static_cast<std::int64_t>(h) * nk + q) * topk;
+          blocks.insert(blocks.end(), first, first + topk);
+        }
+        std::sort(blocks.begin(), blocks.end());
+        blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+        for (std::int32_t block : blocks) bytes += 2.0 * vbs[block] * kDim * 2;
+      }
+    return bytes;
+  };
+  if (groups && params.partial == Partial::whole) {
+    for (int group : {2, 4}) {
+      const double bytes = union_bytes(group);
+      std::printf(" union of %d query tiles' lists: real K/V bytes %.2f GB (%.3f of the tiles' own)\n", group,
+                  bytes / 1e9, bytes / real_bytes);
+      const auto grid = [&](int) {
+        return dim3(static_cast<unsigned>((nk + group - 1) / group), static_cast<unsigned>(heads));
+      };
+      if (group == 2)
+        sweep(std::type_identity<UnionSteps<2>>{}, "union 2", grid, bytes, false);
+      else
+        sweep(std::type_identity<UnionSteps<4>>{}, "union 4", grid, bytes, false);
+    }
+  }
   return 0;
 }
