@@ -154,21 +154,16 @@ int main(int argc, char** argv) {
   std::vector<std::int32_t> vbs(nk, static_cast<std::int32_t>(block));
   if (partial == 1)
     for (std::int64_t j = 4; j < nk; j += 5) vbs[j] = static_cast<std::int32_t>(block * 3 / 4);
-  if (partial >= 2) {  // a latent's 4×4×4 tiles (t, h, w), t outermost; tiles at its edges are cut
-    const std::array<std::int64_t, 3> latent = partial == 4 ? std::array<std::int64_t, 3>{33, 45, 80}
-                                                             : std::array<std::int64_t, 3>{21, 30, 52};
-    const std::int64_t th = (latent[1] + 3) / 4, tw = (latent[2] + 3) / 4;
-    if (nk != (latent[0] + 3) / 4 * th * tw || block != 64) {
+  if (partial >= 2) {  // a latent's 4×4×4 tiles, by the library's own tiling (t outermost; edge tiles cut)
+    const vsa::LatentShape latent = partial == 4 ? vsa::LatentShape{33, 45, 80} : vsa::LatentShape{21, 30, 52};
+    const std::int64_t tiles = vsa::num_tiles(latent, vsa::TileShape{});
+    if (nk != tiles || block != 64) {
       std::fprintf(stderr, "partial %lld (a latent's tiling) needs num_blocks %lld and block 64\n",
-                   static_cast<long long>(partial), static_cast<long long>((latent[0] + 3) / 4 * th * tw));
+                   static_cast<long long>(partial), static_cast<long long>(tiles));
       return 1;
     }
-    for (std::int64_t j = 0; j < nk; ++j) {
-      const std::int64_t t = j / (th * tw), h = j / tw % th, w = j % tw;
-      vbs[j] = static_cast<std::int32_t>(std::min<std::int64_t>(4, latent[0] - 4 * t) *
-                                         std::min<std::int64_t>(4, latent[1] - 4 * h) *
-                                         std::min<std::int64_t>(4, latent[2] - 4 * w));
-    }
+    const std::vector<std::int64_t> sizes = vsa::variable_block_sizes(latent, vsa::TileShape{});
+    std::transform(sizes.begin(), sizes.end(), vbs.begin(), [](std::int64_t n) { return static_cast<std::int32_t>(n); });
   }
 
   __nv_bfloat16* d_qkv = to_device(qkv);
