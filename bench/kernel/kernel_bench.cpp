@@ -146,11 +146,11 @@ int main(int argc, char** argv) {
     std::sort(all.begin(), all.begin() + topk);
     std::copy(all.begin(), all.begin() + topk, idx.begin() + row * topk);
   }
-  // Partial blocks as in a tiled latent: every 5th block holds 48 of 64 tokens.
   if (partial < 0 || partial > 4) {
     std::fprintf(stderr, "partial: expected 0 to 4, got %lld\n", static_cast<long long>(partial));
     return 1;
   }
+  // Partial blocks: 1, every 5th block holds 48 of 64 tokens; 2 to 4, a latent's tiling.
   std::vector<std::int32_t> vbs(nk, static_cast<std::int32_t>(block));
   if (partial == 1)
     for (std::int64_t j = 4; j < nk; j += 5) vbs[j] = static_cast<std::int32_t>(block * 3 / 4);
