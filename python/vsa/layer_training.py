@@ -56,9 +56,28 @@ class _TrainingLayer(torch.autograd.Function):
         return dq, dk, dv, (None if gate is None else dgate), None, None, None, None, None, None
 
 
+def _distinct(*tensors: Optional[Tensor]) -> list[Optional[Tensor]]:
+    """The tensors, each one given again after its first place replaced there by a view of itself.
+
+    Dynamo cannot trace an autograd.Function that receives one tensor twice, which a layer call
+    does as a matter of course (q_variable_block_sizes is variable_block_sizes in self-attention,
+    k is v); a view holds the same values and passes its gradient to the same leaf.
+    """
+    given: list[Tensor] = []
+    out: list[Optional[Tensor]] = []
+    for t in tensors:
+        if t is not None:
+            if any(t is g for g in given):
+                t = t.view_as(t)
+            else:
+                given.append(t)
+        out.append(t)
+    return out
+
+
 def training_layer(q: Tensor, k: Tensor, v: Tensor, gate: Optional[Tensor], variable_block_sizes: Tensor,
                    q_variable_block_sizes: Tensor, topk: int, scale: float, layout: str,
                    deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(out, q2k_idx, q2k_num) of the layer, differentiable in q, k, v and gate."""
-    return _TrainingLayer.apply(q, k, v, gate, variable_block_sizes, q_variable_block_sizes, topk, scale,
-                                layout, deterministic)
+    tensors = _distinct(q, k, v, gate, variable_block_sizes, q_variable_block_sizes)
+    return _TrainingLayer.apply(*tensors, topk, scale, layout, deterministic)

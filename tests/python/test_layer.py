@@ -235,6 +235,35 @@ def test_compile_fullgraph_forward_and_backward(gen, backend):
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("shared", ["vbs", "kv", "qkv"])
+def test_compile_fullgraph_training_with_one_tensor_passed_twice(gen, shared):
+    """Self-attention passes one tensor more than once: the block sizes as both
+    variable_block_sizes and q_variable_block_sizes, or one tensor as k and v (or q, k and v).
+    The training node still traces into one graph, with eager's gradients."""
+    torch._dynamo.reset()
+    p = draw_clear_problem(gen, heads=2, kv_heads=2, nq=4, nk=4, layout="bshd")
+    graphs = []
+
+    def step(q, k, v, gate):
+        if shared != "vbs":
+            k = v = (q if shared == "qkv" else k)
+        q_vbs = p.vbs if shared == "vbs" else p.q_vbs
+        return vsa.video_sparse_attn(q, k, v, p.vbs, q_vbs, p.topk, gate=gate, layout="bshd").square().sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend=_graph_recorder(graphs))
+    grads = []
+    for fn in (compiled, step):
+        leaves = [t.clone().requires_grad_() for t in (p.q, p.k, p.v, p.gate)]
+        fn(*leaves).backward()
+        grads.append([leaf.grad for leaf in leaves])
+    assert len(graphs) == 1
+    for got, want in zip(*grads):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch._dynamo.reset()
+
+
 def _graph_recorder(graphs):
     def backend(gm, example_inputs):
         graphs.append(gm.print_readable(print_output=False))  # with the autograd node's bodies
