@@ -62,9 +62,16 @@ class ThreadPool {
     if (busy_.exchange(true, std::memory_order_acquire)) return false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      while (static_cast<int>(workers_.size()) < helpers) {
-        const int index = static_cast<int>(workers_.size());
-        workers_.emplace_back([this, index] { worker_loop(index); });
+      try {
+        while (static_cast<int>(workers_.size()) < helpers) {
+          const int index = static_cast<int>(workers_.size());
+          workers_.emplace_back([this, index] { worker_loop(index); });
+        }
+      } catch (const std::exception&) {
+        // A thread the system would not start (a limit on processes or
+        // memory): the job runs on the workers there are, and the pool stays
+        // usable for later calls.
+        helpers = static_cast<int>(workers_.size());
       }
       job_ = &job;
       helpers_ = helpers;

@@ -2,6 +2,7 @@
 #include "cpu/parallel_for.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -126,6 +127,45 @@ TEST(ParallelFor, ReusesItsThreadsAcrossCalls) {
   }).join();
   EXPECT_GE(g_threads_seen.load(), 2) << "the pool's workers took no items";
   EXPECT_LE(g_threads_seen.load(), 3) << "threads were started per call";
+}
+
+// Sets the stack size of the threads started from now on (pthread's
+// default attributes, which std::thread uses).
+void set_default_thread_stack(std::size_t bytes) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_setattr_default_np(&attr);
+  pthread_attr_destroy(&attr);
+}
+
+// A thread the system will not start (here: asked for a stack larger than
+// the address space) leaves the call to the threads there are, and the pool
+// to the next call: every item is visited, nothing escapes, and a later call
+// with two threads gets two. Run in a fresh process (a threadsafe death
+// test), so that the pool starts empty and the setting stays there.
+TEST(ParallelFor, ThreadsThatCannotStartLeaveTheCallAndThePoolWorking) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ThreadsEnv env(nullptr);
+        vsa::set_cpu_threads(8);
+        set_default_thread_stack(std::size_t{1} << 50);
+        std::vector<std::atomic<int>> visits(1000);
+        cpu::parallel_for(1000, [&](std::int64_t item) { ++visits[static_cast<std::size_t>(item)]; });
+        for (const auto& v : visits)
+          if (v.load() != 1) std::_Exit(2);
+        set_default_thread_stack(std::size_t{8} << 20);
+        vsa::set_cpu_threads(2);
+        g_threads_seen = 0;  // this (fresh) process's main thread has run no item yet
+        for (int call = 0; call < 20; ++call)
+          cpu::parallel_for(64, [](std::int64_t) {
+            note_thread();
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          });
+        std::_Exit(g_threads_seen.load() == 2 ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
