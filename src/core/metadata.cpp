@@ -23,6 +23,9 @@ using detail::fail;
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
+// The count of ids an int32 list can hold: [0, 2^31).
+constexpr std::int64_t kInt32Ids = std::int64_t{1} << 31;
+
 // An int32/int64 contiguous tensor of the given rank on `ref`'s device.
 void expect_int_tensor(const TensorRef& t, const char* name, int rank, const TensorRef& ref,
                        const char* ref_name) {
@@ -64,11 +67,15 @@ void expect_offsets_values(const TensorRef& cu, const char* name) {
 // Host values of pack_varlen_index's inputs: the offsets, the counts, and each
 // listed id within its own sequence's KV blocks.
 void check_varlen_values(const TensorRef& local_idx, const TensorRef& q2k_num, const TensorRef& cu_q,
-                         const TensorRef& cu_kv) {
+                         const TensorRef& cu_kv, DType packed_dtype) {
   expect_offsets_values(cu_q, "cu_q_blocks");
   expect_offsets_values(cu_kv, "cu_kv_blocks");
   const std::int64_t nq = local_idx.shape[2], max_kv = local_idx.shape[3];
   const std::int64_t sequences = cu_q.numel() - 1;
+  // Every packed id is below the last KV offset; int32 ids must not wrap (to another sequence's block).
+  if (packed_dtype == DType::i32 && detail::load_int(cu_kv, sequences) > kInt32Ids)
+    fail("cu_kv_blocks", "a last offset of at most 2^31 (packed_idx is int32)",
+         str(detail::load_int(cu_kv, sequences)));
   if (detail::load_int(cu_q, sequences) != nq)
     fail("cu_q_blocks", "NQ = " + str(nq) + " (local_idx.shape[2]) as its last entry",
          str(detail::load_int(cu_q, sequences)));
@@ -142,10 +149,15 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
     return;
   }
   // The number of KV blocks is not an argument, so only the lower bound of
-  // the ids can be checked here; the attention op checks the upper one.
-  for (std::int64_t e = 0; e < topk.numel(); ++e)
-    if (detail::load_int(topk, e) < 0)
-      fail("topk", "block ids >= 0", str(detail::load_int(topk, e)) + " at flat entry " + str(e));
+  // the ids can be checked here (and, for int32 lists, that an id does not
+  // wrap into another, valid-looking one); the attention op checks the upper.
+  const bool int32_lists = q2k_idx.dtype == DType::i32;
+  for (std::int64_t e = 0; e < topk.numel(); ++e) {
+    const std::int64_t id = detail::load_int(topk, e);
+    if (id < 0 || (int32_lists && id >= kInt32Ids))
+      fail("topk", int32_lists ? "block ids in [0, 2^31) (q2k_idx is int32)" : "block ids >= 0",
+           str(id) + " at flat entry " + str(e));
+  }
   cpu::topk_to_index(topk, q2k_idx, q2k_num);
 }
 
@@ -163,7 +175,7 @@ void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, con
   expect_shape(packed_idx, "packed_idx", local_idx);
 
   if (local_idx.device == Device::cpu) {
-    check_varlen_values(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks);
+    check_varlen_values(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks, packed_idx.dtype);
     cpu::pack_varlen_index(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks, packed_idx);
   } else {
     cuda::pack_varlen_index(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks, packed_idx, stream);

@@ -113,6 +113,21 @@ TEST(TopkToIndex, SortsEachRowAndFillsTheCount) {
   EXPECT_EQ(ints(num), (std::vector<std::int64_t>{3, 3}));
 }
 
+// An int64 id of 2^31 or more would wrap, in int32 lists, into another id
+// that the attention op could not tell from a real one.
+TEST(TopkToIndex, RefusesIdsThatDoNotFitInt32Lists) {
+  const HostTensor topk = int_tensor(DType::i64, {1, 1, 1, 2}, {(std::int64_t{1} << 32) + 5, 3});
+  HostTensor idx(DType::i32, {1, 1, 1, 2}), num(DType::i32, {1, 1, 1});
+  idx.poison();
+  num.poison();
+  expect_error_on("topk", [&] { topk_to_index(topk.ref(), idx.ref(), num.ref()); });
+  EXPECT_TRUE(idx.untouched());
+  EXPECT_TRUE(num.untouched());
+  HostTensor wide_idx(DType::i64, {1, 1, 1, 2}), wide_num(DType::i64, {1, 1, 1});
+  topk_to_index(topk.ref(), wide_idx.ref(), wide_num.ref());  // int64 lists hold it
+  EXPECT_EQ(ints(wide_idx), (std::vector<std::int64_t>{3, (std::int64_t{1} << 32) + 5}));
+}
+
 TEST(TopkToIndex, WorksInPlace) {
   HostTensor ids = int_tensor(DType::i32, {1, 1, 2, 4}, {3, 1, 2, 0, 7, 6, 9, 8});
   HostTensor num(DType::i32, {1, 1, 2});
@@ -217,6 +232,13 @@ TEST(PackVarlenIndex, RejectsBadOffsetsCountsAndIdsWritingNothing) {
   cuda_cu.device = Device::cuda;
   expect_error_on("cu_q_blocks.device",
                   [&] { pack_varlen_index(local.ref(), num.ref(), cuda_cu, cu_kv.ref(), packed.ref()); });
+  // int64 offsets past 2^31 would wrap the int32 packed ids of sequence 1 into sequence 0's.
+  const auto past_int32 = [](std::int64_t second) {
+    return int_tensor(DType::i64, {3}, {0, second, second + 3});
+  };
+  expect_error_on("cu_kv_blocks", [&] {
+    pack(local, num, int_tensor(DType::i64, {3}, {0, 1, 3}), past_int32(std::int64_t{1} << 32));
+  });
   EXPECT_TRUE(packed.untouched());
   pack(local, num, cu_q, cu_kv);  // the same arguments, valid, do write
   EXPECT_EQ(ints(packed), (std::vector<std::int64_t>{0, 1, 4, -1, 2, 3}));
