@@ -21,18 +21,24 @@ std::string triple(std::int64_t a, std::int64_t b, std::int64_t c) {
 void check_tiling(const LatentShape& latent, const TileShape& tile) {
   if (latent.t < 1 || latent.h < 1 || latent.w < 1)
     detail::fail("latent", "positive (T, H, W)", triple(latent.t, latent.h, latent.w));
+  // Token and tile counts (at most the tokens) are then int64 without overflow.
+  std::int64_t tokens = 0;
+  if (__builtin_mul_overflow(latent.t, latent.h, &tokens) || __builtin_mul_overflow(tokens, latent.w, &tokens))
+    detail::fail("latent", "(T, H, W) whose token count T·H·W fits int64", triple(latent.t, latent.h, latent.w));
   if (tile.t < 1 || tile.h < 1 || tile.w < 1)
     detail::fail("tile", "positive (t, h, w)", triple(tile.t, tile.h, tile.w));
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+// a / b rounded up, for a >= 0 and b >= 1, without forming a + b - 1.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
 
 // The half-open token range [begin, end) that tile `index` covers on one axis.
 struct Span {
   std::int64_t begin, end;
 };
 Span tile_span(std::int64_t index, std::int64_t tile, std::int64_t extent) {
-  return Span{index * tile, std::min(index * tile + tile, extent)};
+  const std::int64_t begin = index * tile;  // < extent: index < ceil_div(extent, tile)
+  return Span{begin, begin + std::min(tile, extent - begin)};
 }
 
 // Calls visit(t_span, h_span, w_span) for every tile in raster order.

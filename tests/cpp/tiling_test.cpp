@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -80,6 +81,15 @@ TEST(Tiling, Wan480pHas624Tiles) {
   for (std::int64_t p : positions) ASSERT_LT(p % 64, vbs[static_cast<std::size_t>(p / 64)]);
 }
 
+// Counts near int64's end, computed without overflow.
+TEST(Tiling, CountsAtTheEndOfInt64) {
+  const std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(num_tiles({most, 1, 1}, {2, 1, 1}), std::int64_t{1} << 62);
+  EXPECT_EQ(num_tiles({most, 1, 1}, {most, 1, 1}), 1);
+  EXPECT_EQ(variable_block_sizes({most, 1, 1}, {most, 1, 1}), (std::vector<std::int64_t>{most}));
+  EXPECT_EQ(variable_block_sizes({most, 1, 1}, {most - 1, 1, 1}), (std::vector<std::int64_t>{most - 1, 1}));
+}
+
 TEST(Tiling, RejectsBadShapes) {
   auto argument_of = [](auto&& call) -> std::string {
     try {
@@ -93,6 +103,11 @@ TEST(Tiling, RejectsBadShapes) {
   EXPECT_EQ(argument_of([] { tile_partition_indices({4, 4, 4}, {4, 0, 4}); }), "tile");
   EXPECT_EQ(argument_of([] { variable_block_sizes({4, -1, 4}, {}); }), "latent");
   EXPECT_EQ(argument_of([] { reverse_tile_partition_indices({4, 4, 4}, {-4, 4, 4}); }), "tile");
+  // A token count past int64 is refused, not wrapped.
+  EXPECT_EQ(argument_of([] { num_tiles({std::int64_t{1} << 22, std::int64_t{1} << 22, std::int64_t{1} << 22}, {}); }),
+            "latent");
+  EXPECT_EQ(argument_of([] { variable_block_sizes({std::int64_t{1} << 40, std::int64_t{1} << 40, 1}, {}); }),
+            "latent");
   EXPECT_EQ(argument_of([] { non_pad_index({64, 65}, 64); }), "vbs");
   EXPECT_EQ(argument_of([] { non_pad_index({-1}, 64); }), "vbs");
   EXPECT_EQ(argument_of([] { non_pad_index({1}, 0); }), "block");
