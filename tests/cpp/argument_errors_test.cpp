@@ -201,6 +201,24 @@ TEST(ForwardRejects, NullPointers) {
   for (std::size_t n = 0; n < std::size(edits); ++n) expect_forward_rejects(names[n], edits[n]);
 }
 
+// A tensor with no elements comes with a null pointer through DLPack (torch):
+// the error names its extents, not a missing pointer.
+TEST(ForwardRejects, EmptyTensorsByTheirShape) {
+  expect_forward_rejects("q.shape", [](ForwardParams& p, AttentionProblem&) {
+    p.in.q.shape[0] = 0;
+    p.in.q.data = nullptr;
+  });
+  expect_forward_rejects("q2k_idx.shape", [](ForwardParams& p, AttentionProblem&) {
+    p.in.q2k_idx.shape[3] = 0;
+    p.in.q2k_idx.data = nullptr;
+  });
+  // With a pointer (numpy's empty arrays), an empty q's strides are not judged: its extents are.
+  expect_forward_rejects("q.shape", [](ForwardParams& p, AttentionProblem&) {
+    for (TensorRef* t : {&p.in.q, &p.in.k, &p.in.v, &p.out}) t->shape[0] = 0;
+    p.in.q.stride[3] = 0;
+  });
+}
+
 TEST(ForwardRejects, NonUnitHeadDimStride) {
   expect_forward_rejects("q.stride", [](ForwardParams& p, AttentionProblem&) {
     p.in.q.stride[3] = 2;

@@ -42,7 +42,12 @@ BAD_INPUTS = [
     ("Sq not whole blocks", lambda p: p.with_(q=p.q[:, :, :100]), ValueError, "'q.shape'"),
     ("q2k_idx wrong NQ", lambda p: p.with_(q2k_idx=p.q2k_idx[:, :, :1]), ValueError,
      "'q2k_idx.shape'"),
-    ("q2k_idx max_kv 0", lambda p: p.with_(q2k_idx=p.q2k_idx[..., :0]), ValueError, "'q2k_idx"),
+    ("q2k_idx max_kv 0", lambda p: p.with_(q2k_idx=p.q2k_idx[..., :0]), ValueError, "'q2k_idx.shape'"),
+    # Tensors with no elements reach the core with a null pointer: named by their extents.
+    ("batch 0", lambda p: p.with_(q=p.q[:0], k=p.k[:0], v=p.v[:0], q2k_idx=p.q2k_idx[:0],
+                                  q2k_num=p.q2k_num[:0]), ValueError, "'q.shape'"),
+    ("Sq 0", lambda p: p.with_(q=p.q[:, :, :0], q2k_idx=p.q2k_idx[:, :, :0], q2k_num=p.q2k_num[:, :, :0]),
+     ValueError, "'q.shape'"),
     ("q2k_num wrong shape", lambda p: p.with_(q2k_num=p.q2k_num[..., :1]), ValueError,
      "'q2k_num.shape'"),
     ("q2k_idx rank 3", lambda p: p.with_(q2k_idx=p.q2k_idx[0]), ValueError, "'q2k_idx'"),

@@ -43,6 +43,9 @@ def test_errors(gen):
         vsa.numpy_forward(*arrays[:3], arrays[3].astype(np.float32), *arrays[4:])
     with pytest.raises(ValueError, match="'scale'"):
         vsa.numpy_forward(*arrays, scale=0)
+    # An empty batch is refused by its extents (its strides, which numpy sets to 0, say nothing).
+    with pytest.raises(ValueError, match="'q.shape'"):
+        vsa.numpy_forward(*(a[:0] for a in arrays[:5]), arrays[5])
 
 
 def test_runs_without_torch():
