@@ -17,7 +17,7 @@ from torch import Tensor
 
 from vsa import _C
 from vsa._args import scale_argument
-from vsa._tensors import index_dtype, strides_need_copy
+from vsa._tensors import expect_same_device, index_dtype, optional_tensors, strides_need_copy
 from vsa.dispatch import select_backend
 
 
@@ -86,6 +86,9 @@ def is_supported(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor,
     on the CPU backend.
     """
     try:
+        # As block_sparse_attn refuses them before any backend sees the tensors.
+        expect_same_device("q", q, k=k, v=v, variable_block_sizes=variable_block_sizes,
+                           **optional_tensors(q2k_idx=q2k_idx, q2k_num=q2k_num))
         backend = select_backend(q.device)
         scale_value = scale_argument(scale)
     except ValueError as e:

@@ -28,6 +28,17 @@ def test_unsupported_problem_says_why(gen, change, reason):
     assert not support and reason in support.reason
 
 
+@pytest.mark.parametrize("name", ["k", "v", "vbs", "q2k_idx", "q2k_num"])
+def test_a_tensor_on_another_device_is_unsupported_as_the_op_refuses_it(gen, name):
+    p = make_problem(gen)
+    p = p.with_(**{name: getattr(p, name).to("meta")})
+    support = vsa.is_supported(p.q, p.k, p.v, p.vbs, p.q2k_idx, p.q2k_num)
+    argument = "variable_block_sizes" if name == "vbs" else name
+    assert not support and f"'{argument}.device'" in support.reason
+    with pytest.raises(ValueError, match=f"'{argument}.device'"):
+        vsa.block_sparse_attn(p.q, p.k, p.v, *p.lists)
+
+
 def test_bad_layout_and_scale_are_reported_not_raised(gen):
     p = make_problem(gen)
     assert "'layout'" in vsa.is_supported(p.q, p.k, p.v, p.vbs, layout="sbhd").reason
