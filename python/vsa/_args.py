@@ -7,6 +7,7 @@ expected <what>, got <what>``.
 from __future__ import annotations
 
 import math
+import operator
 
 LAYOUTS = ("bhsd", "bshd")
 
@@ -25,6 +26,18 @@ def scale_argument(scale: float | None) -> float:
     value = float(scale)
     if value == 0.0 or not math.isfinite(value):
         raise invalid_argument("scale", "a nonzero finite number or None (1/sqrt(D))", scale)
+    return value
+
+
+def topk_argument(topk: object, num_kv_blocks: int) -> int:
+    """topk as an int in [1, NK]: a bool or a fraction is not a block count (int() would
+    have made 2.5 a silent 2)."""
+    try:
+        value = None if isinstance(topk, bool) else operator.index(topk)
+    except TypeError:
+        value = None
+    if value is None or not 1 <= value <= num_kv_blocks:
+        raise invalid_argument("topk", f"a block count in [1, NK = {num_kv_blocks}]", repr(topk))
     return value
 
 

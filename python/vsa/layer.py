@@ -39,7 +39,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from vsa._args import LAYOUTS, invalid_argument, scale_argument
+from vsa._args import LAYOUTS, invalid_argument, scale_argument, topk_argument
 from vsa._tensors import expect_same_device, index_tensor, optional_index_tensor, optional_tensors
 from vsa.attention import block_sparse_attn
 from vsa.layer_ops import _block_means, _coarse_stage, _fine_stage_gated, _gate_combine
@@ -50,7 +50,8 @@ def block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor,
                 variable_block_sizes: Tensor, *, layout: str = "bhsd") -> tuple[Tensor, Tensor, Tensor]:
     """float32 means [B, H, N, D] of q (over q_variable_block_sizes) and of k, v (over
     variable_block_sizes), whatever the layout; differentiable."""
-    return _block_means(q, k, v, q_variable_block_sizes, variable_block_sizes, layout)
+    return _block_means(q, k, v, index_tensor(q_variable_block_sizes, "q_variable_block_sizes"),
+                        index_tensor(variable_block_sizes, "variable_block_sizes"), layout)
 
 
 def coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
@@ -60,8 +61,8 @@ def coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_
     coarse is differentiable in the three means; the lists are not. A row lists
     min(topk, live blocks) blocks, ascending, then -1.
     """
-    return _coarse_stage(q_mean, k_mean, v_mean, variable_block_sizes, int(topk),
-                         scale_argument(scale))
+    vbs = index_tensor(variable_block_sizes, "variable_block_sizes")
+    return _coarse_stage(q_mean, k_mean, v_mean, vbs, topk_argument(topk, vbs.numel()), scale_argument(scale))
 
 
 def fine_stage(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
@@ -145,13 +146,11 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
     q_vbs = index_tensor(q_variable_block_sizes, "q_variable_block_sizes")
     _check_blocks(k, "k", vbs, "variable_block_sizes", block, layout)
     _check_blocks(q, "q", q_vbs, "q_variable_block_sizes", block, layout)
-    num_kv_blocks = vbs.numel()
-    if not 1 <= topk <= num_kv_blocks:
-        raise invalid_argument("topk", f"a block count in [1, NK = {num_kv_blocks}]", topk)
+    topk = topk_argument(topk, vbs.numel())
 
     # The fine stage computes real query rows only: a pad token's output is coarse · gate.
     if _needs_grad(q, k, v, gate):  # one autograd node: the means' gradients ride the fine backward
-        out, q2k_idx, q2k_num = training_layer(q, k, v, gate, vbs, q_vbs, int(topk), scale_argument(scale),
+        out, q2k_idx, q2k_num = training_layer(q, k, v, gate, vbs, q_vbs, topk, scale_argument(scale),
                                                layout, torch.are_deterministic_algorithms_enabled())
     else:  # the same bits, one pass over the output fewer
         q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)

@@ -26,7 +26,8 @@ def _expect_offsets_end(offsets: Tensor, blocks: int, name: str, what: str) -> N
     blocks past the tensors. Checked where it costs no device sync (offsets
     on the CPU, outside torch.compile); on CUDA it is a precondition, as the
     list values of block_sparse_attn are."""
-    if offsets.device.type != "cpu" or torch.compiler.is_compiling() or offsets.numel() == 0:
+    # Offsets of any other rank are the core's to refuse, by their shape.
+    if offsets.device.type != "cpu" or torch.compiler.is_compiling() or offsets.dim() != 1 or offsets.numel() == 0:
         return
     end = int(offsets[-1])
     if end > blocks:

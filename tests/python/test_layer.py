@@ -295,12 +295,31 @@ def test_compile_fullgraph_picks_fused_or_unfused(gen, grad):
     torch._dynamo.reset()
 
 
+def test_stage_functions_take_the_layers_metadata_and_name_bad_topk(gen):
+    """block_means and coarse_stage take the block sizes as the layer does (any integer dtype,
+    any strides), and coarse_stage refuses a top-k that is no block count in [1, NK]."""
+    p = draw_layer_problem(gen, nq=2, nk=3)
+    want = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs)
+    strided = torch.stack([p.vbs, p.vbs], -1)[:, 0]
+    for got in (block_means(p.q, p.k, p.v, p.q_vbs.to(torch.int16), p.vbs.to(torch.int16)),
+                block_means(p.q, p.k, p.v, p.q_vbs, strided)):
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+    assert torch.equal(coarse_stage(*want, p.vbs.to(torch.int16), 2)[1], coarse_stage(*want, p.vbs, 2)[1])
+    for topk in (0, 4, 2.5, True, -1):
+        with pytest.raises(ValueError, match="'topk'"):
+            coarse_stage(*want, p.vbs, topk)
+
+
 def test_bad_arguments(gen):
     p = draw_layer_problem(gen, nq=2, nk=3)
     with pytest.raises(ValueError, match="'topk'"):
         vsa.video_sparse_attn(*p.inputs()[:5], 4)
     with pytest.raises(ValueError, match="'topk'"):
         vsa.video_sparse_attn(*p.inputs()[:5], 0)
+    for not_a_count in (2.5, True):  # int() would have made 2.5 a silent 2
+        with pytest.raises(ValueError, match="'topk'"):
+            vsa.video_sparse_attn(*p.inputs()[:5], not_a_count)
     with pytest.raises(ValueError, match="'variable_block_sizes.shape'"):
         vsa.video_sparse_attn(p.q, p.k, p.v, p.vbs[:2], p.q_vbs, 1)
     with pytest.raises(ValueError, match="'q_variable_block_sizes.shape'"):

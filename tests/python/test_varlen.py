@@ -156,6 +156,13 @@ def test_varlen_attention_refuses_offsets_past_the_kv_blocks(gen):
         vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs, cu_q, cu_kv + torch.tensor([0, 1, 1]))
 
 
+def test_varlen_attention_names_offsets_of_the_wrong_rank(gen):
+    videos = draw_videos(gen, [(1, 2), (1, 2)])
+    q, k, v, idx, num, vbs, cu_q, cu_kv = packed(videos, "cpu")
+    with pytest.raises(ValueError, match="'cu_kv_blocks': expected rank 1"):
+        vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs, cu_q, cu_kv[None])
+
+
 def test_varlen_compiles_fullgraph(gen):
     """The list packing is an op of its own: torch.compile captures it with the attention."""
     videos = draw_videos(gen, [(2, 3), (1, 2)])
