@@ -29,13 +29,20 @@ def scale_argument(scale: float | None) -> float:
     return value
 
 
-def topk_argument(topk: object, num_kv_blocks: int) -> int:
-    """topk as an int in [1, NK]: a bool or a fraction is not a block count (int() would
-    have made 2.5 a silent 2)."""
+def count_value(value: object) -> int | None:
+    """value as an int when it is a whole count (an int, a numpy integer), else None: a bool or
+    a fraction is not one (int() would have made 2.5 a silent 2)."""
+    if isinstance(value, bool):
+        return None
     try:
-        value = None if isinstance(topk, bool) else operator.index(topk)
+        return operator.index(value)
     except TypeError:
-        value = None
+        return None
+
+
+def topk_argument(topk: object, num_kv_blocks: int) -> int:
+    """topk as an int in [1, NK], or the error naming it."""
+    value = count_value(topk)
     if value is None or not 1 <= value <= num_kv_blocks:
         raise invalid_argument("topk", f"a block count in [1, NK = {num_kv_blocks}]", repr(topk))
     return value

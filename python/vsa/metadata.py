@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from vsa import _C
-from vsa._args import invalid_argument
+from vsa._args import count_value, invalid_argument
 from vsa._tensors import expect_same_device, index_dtype, index_tensor
 from vsa.dispatch import launch
 
@@ -93,8 +93,10 @@ def invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
     expect_same_device("q2k_idx", q2k_idx, q2k_num=q2k_num)
     if max_q is None:
         max_q = q2k_idx.shape[2] if q2k_idx.dim() == 4 else 1
+    elif (count_value(max_q) or 0) < 1:  # else the error would name k2q_idx, the output it sizes
+        raise invalid_argument("max_q", "a positive int (query blocks a KV block can list) or None", repr(max_q))
     return _invert_indices(index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
-                           int(num_kv_blocks), int(max_q))
+                           int(num_kv_blocks), count_value(max_q))
 
 
 @torch.library.custom_op("vsa::topk_to_index", mutates_args=())

@@ -3,6 +3,7 @@ pure-torch implementations written here."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,6 +109,15 @@ def test_invert_indices_overflow_is_an_error():
     q2k_idx = torch.tensor([[[[0], [0], [0]]]])
     with pytest.raises(ValueError, match="k2q"):
         vsa.invert_indices(q2k_idx, torch.ones(1, 1, 3, dtype=torch.int64), 1, max_q=2)
+
+
+@pytest.mark.parametrize("max_q", [0, -1, 2.5, True])
+def test_invert_indices_names_a_bad_max_q(max_q):
+    q2k_idx = torch.tensor([[[[0], [0], [0]]]])
+    with pytest.raises(ValueError, match="'max_q'"):
+        vsa.invert_indices(q2k_idx, torch.ones(1, 1, 3, dtype=torch.int64), 1, max_q=max_q)
+    k2q_idx, _ = vsa.invert_indices(q2k_idx, torch.ones(1, 1, 3, dtype=torch.int64), 1, max_q=np.int64(3))
+    assert k2q_idx.tolist() == [[[[0, 1, 2]]]]
 
 
 # ---- tiling ----------------------------------------------------------------------------------------
