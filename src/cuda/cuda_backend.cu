@@ -22,11 +22,6 @@
 namespace vsa::cuda {
 namespace {
 
-// Archs with machine code or PTX in this build (see VSA_CUDA_ARCHS): sm_80 code
-// runs on all of 8.x, 90a on 9.0, 100a/103a on exactly those, and the
-// sm_120 code plus its PTX on 12.x and later.
-bool arch_has_code(int cc) { return cc / 10 == 8 || cc == 90 || cc == 100 || cc == 103 || cc >= 120; }
-
 // A per-device fact that never changes (compute capability, SM count),
 // queried once per device and process and then read without a driver call;
 // `cache` is a function-local static of the caller.
@@ -158,12 +153,15 @@ std::string forward_kernel(int device_index) {
   return kernel_family_name(kernel_family_for(device_arch(device_index)));
 }
 
-Support supported(const AttentionInputs& in, const ProblemShape& /*s*/) {
+Support supported(const AttentionInputs& in, const ProblemShape& s) {
   if (in.q.dtype != DType::bf16 && in.q.dtype != DType::f16)
     return {false, std::string("the CUDA backend takes bfloat16 or float16 inputs, got ") +
                        dtype_name(in.q.dtype) + " (float32 runs on the CPU backend)"};
+  if (s.batch * s.heads > kMaxBatchHeads)
+    return {false, "the CUDA kernels take at most " + std::to_string(kMaxBatchHeads) +
+                       " (batch, head) pairs (a grid extent), got B·H = " + std::to_string(s.batch * s.heads)};
   const int cc = device_arch(in.q.device_index);
-  if (cc < 80 || !arch_has_code(cc))
+  if (cc < 80 || !arch_in_build(cc, archs()))
     return {false, "no kernel of this build runs on compute capability " + std::to_string(cc) +
                        " (built for " + archs() + "; sm_80 or newer needed)"};
   if (!rows_aligned(in.q, in.layout) || !rows_aligned(in.k, in.layout) || !rows_aligned(in.v, in.layout))

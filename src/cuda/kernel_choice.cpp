@@ -1,7 +1,10 @@
 #include "cuda/kernel_choice.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "vsa/error.hpp"
@@ -17,15 +20,38 @@ constexpr bool kBuiltWithSm90a =
     false;
 #endif
 
-// An environment override's value as a positive whole number, or 0 when it is not one (a sign,
-// trailing characters, or zero).
-unsigned long long positive_whole_number(const char* text) {
+// An environment override's value as a positive whole number up to `most`, or 0 when it is not
+// one (a sign, spaces, other characters, zero, or more than `most`).
+unsigned long long positive_whole_number(const char* text, unsigned long long most) {
+  if (text[0] < '0' || text[0] > '9') return 0;  // strtoull would skip spaces and take a sign
+  errno = 0;
   char* end = nullptr;
   const unsigned long long value = std::strtoull(text, &end, 10);
-  return *end != '\0' || text[0] == '-' ? 0 : value;
+  return *end != '\0' || errno == ERANGE || value > most ? 0 : value;
 }
 
 }  // namespace
+
+bool arch_in_build(int compute_capability, const std::string& archs) {
+  const int major = compute_capability / 10;
+  for (std::size_t start = 0; start < archs.size();) {
+    const std::size_t stop = std::min(archs.find_first_of(",;", start), archs.size());
+    const std::string entry = archs.substr(start, stop - start);  // "90a-real", "120-virtual", "80", ...
+    start = stop + 1;
+    const std::size_t digits = entry.find_first_not_of("0123456789");
+    if (digits == 0 || entry.empty()) continue;
+    const int arch = std::stoi(entry.substr(0, digits));
+    const std::string rest = digits == std::string::npos ? "" : entry.substr(digits);
+    const char variant = !rest.empty() && (rest[0] == 'a' || rest[0] == 'f') ? rest[0] : '\0';
+    const std::string kind = rest.substr(variant ? 1 : 0);
+    const bool later_minor = major == arch / 10 && compute_capability >= arch;
+    const bool runs = variant == 'a'   ? compute_capability == arch
+                      : variant == 'f' ? later_minor
+                                       : (kind != "-virtual" && later_minor) || (kind != "-real" && compute_capability >= arch);
+    if (runs) return true;
+  }
+  return false;
+}
 
 const char* kernel_family_name(KernelFamily k) {
   switch (k) {
@@ -68,7 +94,8 @@ std::size_t stored_ds_cap_bytes() {
   constexpr std::size_t kDefaultMb = 4096, kMb = std::size_t{1} << 20;
   const char* requested = std::getenv("VSA_CUDA_DS_WORKSPACE_MB");
   if (requested == nullptr || requested[0] == '\0') return kDefaultMb * kMb;
-  const unsigned long long mb = positive_whole_number(requested);
+  // Megabytes whose bytes fit size_t (more would wrap to a smaller cap).
+  const unsigned long long mb = positive_whole_number(requested, std::numeric_limits<std::size_t>::max() / kMb);
   if (mb == 0)
     throw Error(ErrorKind::invalid_argument, "VSA_CUDA_DS_WORKSPACE_MB", "a positive whole number of megabytes",
                 requested);
@@ -84,8 +111,8 @@ WalkPhase walk_phase_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_c
     return slice_bytes > l2_bytes / 2 && waves >= kMinWaves ? phased : kListOrder;
   if (std::strcmp(requested, "off") == 0) return kListOrder;
   if (std::strcmp(requested, "on") == 0) return phased;
-  const unsigned long long sms = positive_whole_number(requested);
-  if (sms == 0 || sms > 4096)
+  const unsigned long long sms = positive_whole_number(requested, 4096);
+  if (sms == 0)
     throw Error(ErrorKind::invalid_argument, "VSA_CUDA_WALK_PHASE", "off, on or a number of SMs in [1, 4096]",
                 requested);
   return {static_cast<int>(sms), 0};

@@ -46,8 +46,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace vsa::cuda {
+
+// Whether a build for `archs` (VSA_CUDA_ARCHS as CMake lists it, e.g. "80-real,90a-real,120-virtual")
+// carries code that runs on a device of `compute_capability` (major·10 + minor): machine code for
+// NN runs on NN and the later minors of its major, for NNa (or NNf) on NN only (its major's later
+// minors), PTX (NN-virtual, or plain NN) on NN and every later device.
+bool arch_in_build(int compute_capability, const std::string& archs);
+
+// The CUDA kernels' grids put a (batch, head) pair or the batch on a y or z extent, which CUDA
+// caps at 65535: the (batch, head) pairs a call may have.
+constexpr std::int64_t kMaxBatchHeads = 65535;
 
 // sm90_ws, sm90_v1: the Hopper kernels with the forward's third or first version.
 enum class KernelFamily { sm80, sm90, sm90_ws, sm90_v1 };

@@ -92,6 +92,41 @@ TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
 
 // Hopper: dS stored at head dim 128 always, at 64 when deterministic; portable: reductions
 // unless deterministic.
+// What a build carries for a device, from its arch list as CMake names it: machine code for NN
+// runs on NN and its major's later minors, for NNa on NN only; PTX on NN and every later device.
+TEST(ArchInBuild, MachineCodeByMajorArchSpecificOnlyThereAndPtxOnward) {
+  const std::string standard = "80-real,89-real,90a-real,100a-real,103a-real,120-real,120-virtual";
+  for (int cc : {80, 86, 87, 89, 90, 100, 103, 120, 121, 130}) EXPECT_TRUE(arch_in_build(cc, standard)) << cc;
+  for (int cc : {75, 101, 110}) EXPECT_FALSE(arch_in_build(cc, standard)) << cc;
+  // The gpu preset's build: Hopper only, so an A100 or an L40S has no kernel.
+  EXPECT_TRUE(arch_in_build(90, "90a-real"));
+  for (int cc : {80, 89, 100, 120}) EXPECT_FALSE(arch_in_build(cc, "90a-real")) << cc;
+  EXPECT_FALSE(arch_in_build(90, "80-real"));
+  EXPECT_TRUE(arch_in_build(90, "80-virtual"));
+  EXPECT_TRUE(arch_in_build(90, "80"));  // CMake's plain NN: machine code and PTX
+  EXPECT_TRUE(arch_in_build(86, "80;90a"));
+  EXPECT_FALSE(arch_in_build(80, ""));
+}
+
+// The kernels' grids hold at most 65535 (batch, head) pairs: a call with more is unsupported, and
+// says so before any device is asked (no GPU needed), where the launch failed or the backward
+// stopped half-way.
+TEST(CudaSupport, MoreBatchHeadPairsThanAGridExtentAreUnsupported) {
+  alignas(256) static unsigned char no_data[256] = {};
+  const auto cuda_tensor = [](DType dtype, std::initializer_list<std::int64_t> shape) {
+    return TensorRef::contiguous(no_data, dtype, shape, Device::cuda, 0);
+  };
+  AttentionInputs in;
+  in.q = cuda_tensor(DType::bf16, {1, kMaxBatchHeads + 1, 64, 64});
+  in.k = in.v = cuda_tensor(DType::bf16, {1, 1, 64, 64});
+  in.q2k_idx = cuda_tensor(DType::i32, {1, kMaxBatchHeads + 1, 1, 1});
+  in.q2k_num = cuda_tensor(DType::i32, {1, kMaxBatchHeads + 1, 1});
+  in.variable_block_sizes = cuda_tensor(DType::i32, {1});
+  const Support support = vsa::supported(in);
+  EXPECT_FALSE(support.ok);
+  EXPECT_NE(support.reason.find("(batch, head) pairs"), std::string::npos) << support.reason;
+}
+
 TEST(DqMethod, EachFamilyAndHeadDim) {
   const test::ScopedEnv dq("VSA_CUDA_DQ", nullptr);
   for (const int d : {64, 128}) {
@@ -138,7 +173,9 @@ TEST(DqMethod, StoredDsCapFromTheEnvironment) {
     const test::ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", "3");
     EXPECT_EQ(stored_ds_cap_bytes(), std::size_t{3} << 20);
   }
-  for (const char* bad : {"0", "-2", "2GB", "x"}) {
+  // " -1" and "+3" (strtoull skips spaces and takes a sign), and counts whose bytes wrap size_t
+  // (2^44 MB is 2^64 bytes: a cap of 0) or past unsigned long long.
+  for (const char* bad : {"0", "-2", "2GB", "x", " -1", "+3", " 3", "17592186044416", "99999999999999999999999"}) {
     const test::ScopedEnv cap("VSA_CUDA_DS_WORKSPACE_MB", bad);
     try {
       stored_ds_cap_bytes();
@@ -183,7 +220,7 @@ TEST(WalkPhase, OverrideFromTheEnvironment) {
     expect_phase(walk_phase_for(small, l2, 132, 0), 3, 0);
     expect_phase(walk_phase_for(large, l2, 132, 100), 3, 0);
   }
-  for (const char* bad : {"0", "-1", "yes", "2x", "5000"}) {
+  for (const char* bad : {"0", "-1", "yes", "2x", "5000", " 3", "+3"}) {
     const test::ScopedEnv phase("VSA_CUDA_WALK_PHASE", bad);
     try {
       walk_phase_for(small, l2, 132, 100);

@@ -37,6 +37,7 @@
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/kernel_choice.hpp"
 #include "cuda/layer/coarse_scores.cuh"
 #include "cuda/layer/launch_checks.hpp"
 #include "cuda/layer/tf32x3.cuh"
@@ -573,6 +574,9 @@ void coarse_stage(const CoarseStageParams& params, float scale) {
   p.score_width = score_width(p.nk);
   p.score_pitch = score_pitch(p.nk);
   p.scale_log2 = scale * kLog2e;
+  if (params.q_mean.shape[0] > kMaxBatchHeads)  // the grid's z extent
+    throw Error(ErrorKind::unsupported, "q_mean.shape",
+                "a batch of at most " + std::to_string(kMaxBatchHeads) + " on CUDA", params.q_mean.shape_string());
   const int batch = static_cast<int>(params.q_mean.shape[0]);
   const DeviceGuard device(params.q_mean.device_index);
   const auto stream = static_cast<cudaStream_t>(params.stream);
