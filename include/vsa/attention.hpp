@@ -1,4 +1,4 @@
-// Block-sparse attention: the op contract of DESIGN.md §1 as a C++ API.
+// Block-sparse attention: the op contract (README.md, "The op contract") as a C++ API.
 //
 // Shapes (layout bhsd; with bshd the two middle dimensions swap for q/k/v/out
 // and their gradients — lse is always [B, H, Sq]):
@@ -53,7 +53,8 @@ struct AttentionInputs {
 
 struct ForwardParams {
   AttentionInputs in;
-  TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D
+  TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D (on
+                         // CUDA, rows 16-byte aligned: outer strides multiples of 8 elements)
   TensorRef lse;         // [B, H, Sq] fp32; may be undefined when need_lse is false
   bool need_lse = true;
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU
@@ -130,8 +131,9 @@ bool cuda_compiled();
 std::string cuda_archs();
 
 // The CUDA forward kernel that runs for tensors on this device: "sm90" (the
-// Hopper wgmma kernel) or "sm80" (the portable mma.sync kernel), honoring the
-// VSA_CUDA_KERNEL override. Throws vsa::Error without a CUDA build or device.
+// Hopper wgmma kernel) or "sm80" (the portable mma.sync kernel), or under the
+// VSA_CUDA_KERNEL override also "sm90ws" or "sm90v1" (the Hopper forward's
+// other versions). Throws vsa::Error without a CUDA build or device.
 std::string cuda_forward_kernel(int device_index);
 
 }  // namespace vsa

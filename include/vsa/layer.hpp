@@ -11,8 +11,9 @@
 // with ForwardParams::fine keeps fine beside it for the backward),
 // plus the backward of each: the means', the coarse stage's (dense
 // attention's backward on the [B, H, N, D] means) and the combine's.
-// Each runs on the device that holds its tensors, allocates nothing, and on
-// CUDA enqueues work on `stream` without synchronizing.
+// Each runs on the device that holds its tensors, allocates no device memory
+// (CUDA scratch is the caller's workspace; the CPU backend keeps host scratch
+// of its own), and on CUDA enqueues work on `stream` without synchronizing.
 //
 // q/k/v-shaped tensors are [B, H, S, D] (layout bhsd) or [B, S, H, D] (bshd),
 // unit stride on D; D is 64 or 128. A block holds blk = S / N tokens, where N

@@ -3,7 +3,7 @@
 The ops carry fake (meta) implementations and autograd, so torch.compile
 (fullgraph=True) captures a model that calls them, and they never
 synchronize the device. The public functions are block_sparse_attn and
-block_sparse_attn_from_mask (contract: DESIGN.md §1).
+block_sparse_attn_from_mask (contract: README.md, "The op contract").
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
                       deterministic: Optional[bool] = None,
                       q_variable_block_sizes: Optional[Tensor] = None
                       ) -> tuple[Tensor, Optional[Tensor]]:
-    """Every query block attends to its own list of KV blocks (DESIGN.md §1).
+    """Every query block attends to its own list of KV blocks (README.md, "The op contract").
 
     q: [B, H, Sq, D] ("bhsd") or [B, Sq, H, D] ("bshd"); k, v: [B, Hkv, Skv, D]
     likewise, H % Hkv == 0. Any strides with unit stride on D.

@@ -69,7 +69,8 @@ def fine_stage(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor
                variable_block_sizes: Tensor, *, scale: Optional[float] = None,
                layout: str = "bhsd", q_variable_block_sizes: Optional[Tensor] = None) -> Tensor:
     """Block-sparse attention over the selected blocks (q's shape, layout and dtype); the
-    query rows past q_variable_block_sizes (when given) are zero and not computed."""
+    query rows past q_variable_block_sizes (when given) are zero (the CPU backend does not
+    compute them; the CUDA kernels compute them and write zeros)."""
     out, _ = block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
                                need_lse=False, layout=layout, q_variable_block_sizes=q_variable_block_sizes)
     return out
@@ -79,7 +80,7 @@ def gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
                  layout: str = "bhsd") -> Tensor:
     """fine + coarse (broadcast over each block's tokens) · gate, rounded once to fine's dtype.
 
-    The seam where a fine kernel could later apply the gate in its epilogue.
+    fine_stage_gated does the same in the fine kernel's epilogue, bitwise alike.
     """
     return _gate_combine(fine, coarse, gate, layout)
 

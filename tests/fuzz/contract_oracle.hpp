@@ -1,4 +1,4 @@
-// The op contract of DESIGN.md §1, written again from the document and
+// The op contract (README.md, "The op contract"), written again from it and
 // independently of src/core/check.cpp: which calls of vsa::check_inputs and
 // vsa::forward must succeed. The fuzzers hold the library to it both ways —
 // a valid call that raises is as much a bug as an invalid one that runs.
@@ -24,7 +24,7 @@ Verdict inputs_verdict(const AttentionInputs& in);
 Verdict outputs_verdict(const ForwardParams& p, const ProblemShape& s);
 
 // out, dout, lse, dq, dk and dv of a backward call for inputs already found
-// valid (DESIGN.md §1: out, dout and dq shaped and typed as q, dk and dv as
+// valid (the contract: out, dout and dq shaped and typed as q, dk and dv as
 // k, lse as the forward writes it).
 Verdict backward_tensors_verdict(const BackwardParams& p, const ProblemShape& s);
 

@@ -120,7 +120,7 @@ def reference_attention(q, k, v, q2k_idx, q2k_num, vbs, *, scale=None, layout="b
 
 
 def rel_error(actual, expected) -> float:
-    """Relative Frobenius error (DESIGN.md §4)."""
+    """Relative Frobenius error (the tests' measure against the float64 reference)."""
     expected = expected.double()
     return float((actual.double() - expected).norm() / expected.norm().clamp_min(1e-30))
 

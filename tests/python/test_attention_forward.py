@@ -1,5 +1,5 @@
 """vsa.block_sparse_attn forward on the CPU backend against the float64 reference,
-on every edge case of DESIGN.md §4."""
+on every edge case of the op contract (README.md, "The op contract")."""
 
 import pytest
 import torch

@@ -29,7 +29,7 @@ def test_latent_cases_match_library_metadata(name):
 
 
 def test_synthetic_anchor_rows():
-    # DESIGN.md §5: B1 H16 S49152 = 768 full blocks at topk 64 / 192 / 768; B2 H12 S16384 topk 32.
+    # The anchor rows: B1 H16 S49152 = 768 full blocks at topk 64 / 192 / 768; B2 H12 S16384 topk 32.
     for name, topk in (("synthetic-49k", 64), ("synthetic-49k-top192", 192),
                        ("synthetic-49k-top768", 768)):
         case = CASES[name]

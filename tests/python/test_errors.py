@@ -1,4 +1,4 @@
-"""Every bad-input class of DESIGN.md §4 through the Python API: the mapped exception
+"""Every bad-input class of the op contract through the Python API: the mapped exception
 (ValueError / vsa.UnsupportedError / RuntimeError) with the argument named."""
 
 import pytest

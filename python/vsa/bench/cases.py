@@ -1,4 +1,4 @@
-"""Benchmark cases: real video-model shapes and the synthetic anchor rows of DESIGN.md §5.
+"""Benchmark cases: real video-model shapes and synthetic anchor rows (shapes FastVideo's kernels were timed on).
 
 A case is either a latent video shape (T, H, W) after patching, cut into tiles that become the
 sparse blocks (boundary tiles hold fewer real tokens: the partial blocks VSA masks), or a
@@ -121,12 +121,12 @@ CASES: dict[str, Case] = {
              latent=_WAN_480P),
         Case("wan2.1-14b-720p", "Wan2.1-T2V-14B 720p 81 frames", 1, 40, 128, 144, latent=_WAN_720P),
         Case("hunyuan-720p", "HunyuanVideo 720p 129 frames", 1, 24, 128, 216, latent=_HUNYUAN_720P),
-        Case("synthetic-49k", "DESIGN §5 row: B1 H16 S49152", 1, 16, 128, 64, tokens=49152),
+        Case("synthetic-49k", "anchor row: B1 H16 S49152", 1, 16, 128, 64, tokens=49152),
         Case("synthetic-49k-top192", "same, topk 192", 1, 16, 128, 192, tokens=49152),
         Case("synthetic-49k-top768", "same, nothing skipped", 1, 16, 128, 768, tokens=49152),
         Case("synthetic-49k-blk128", "same shape, 128-token blocks", 1, 16, 128, 32, 128,
              tokens=49152),
-        Case("synthetic-b2-16k", "DESIGN §5 row: B2 H12 S16384", 2, 12, 128, 32, tokens=16384),
+        Case("synthetic-b2-16k", "anchor row: B2 H12 S16384", 2, 12, 128, 32, tokens=16384),
         Case("synthetic-b2-16k-blk128", "same, 128-token blocks", 2, 12, 128, 16, 128,
              tokens=16384),
         # Scaled down so a whole CPU run takes seconds on two cores.
@@ -138,7 +138,7 @@ CASES: dict[str, Case] = {
     )
 }
 
-# The rows DESIGN.md §5 has anchors for: what a GPU run measures unless told otherwise.
+# The anchor rows: what a GPU run measures unless told otherwise.
 DEFAULT_GPU_CASES = ("wan2.1-1.3b-480p", "synthetic-49k", "synthetic-49k-top192",
                      "synthetic-49k-top768", "synthetic-b2-16k")
 DEFAULT_CPU_CASES = tuple(name for name, c in CASES.items() if c.cpu)

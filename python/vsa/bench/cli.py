@@ -22,7 +22,7 @@ from .peers import DENSE_PEERS, SPARSE_PEERS
 from .report import attach_fastvideo_ratios, attach_speedups, table, write_all
 
 OPS = ("attention", "layer")
-# DESIGN.md §4: relative Frobenius error allowed against the float64 reference.
+# Relative Frobenius error allowed against the float64 reference (the tests' bound).
 TOLERANCE = {"bf16": 1e-2, "fp16": 1e-2, "fp32": 1e-5}
 # Per-device defaults for flags left unset: (iters, warmup, dtype).
 DEFAULTS = {"cuda": (100, 10, "bf16"), "cpu": (3, 1, "fp32")}
@@ -84,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "layer: the whole VSA layer (coarse + selection + fine), forward and "
                         "forward+backward, with vsa's fine kernel alone and its stage split")
     p.add_argument("--case", action="append", metavar="NAME[,NAME]",
-                   help="case(s) to run, repeatable; 'all' for every case (default: the DESIGN "
-                        "§5 anchor rows on GPU, the scaled-down cpu-* cases on CPU; with --op "
+                   help="case(s) to run, repeatable; 'all' for every case (default: Wan 480p and "
+                        "the anchor rows on GPU, the scaled-down cpu-* cases on CPU; with --op "
                         "layer, Wan 480p on GPU and cpu-wan-crop on CPU)")
     p.add_argument("--latent", type=_latent, metavar="TxHxW",
                    help="also run your own latent shape (after patching), e.g. 21x30x52")

@@ -40,7 +40,7 @@ struct AttentionCase {
 // edges, the whole block.
 std::vector<std::int64_t> query_row_cuts(std::int64_t block);
 
-// Relative Frobenius tolerance of DESIGN.md §4 for the case's input dtype.
+// Relative Frobenius tolerance against the float64 reference for the case's input dtype.
 double tolerance(DType dtype);
 
 class AttentionProblem {
