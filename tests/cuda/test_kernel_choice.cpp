@@ -90,8 +90,6 @@ TEST_F(KernelChoice, PublicQueryNamesTheDevicesKernel) {
   EXPECT_EQ(vsa::cuda_forward_kernel(0), "sm80");
 }
 
-// Hopper: dS stored at head dim 128 always, at 64 when deterministic; portable: reductions
-// unless deterministic.
 // What a build carries for a device, from its arch list as CMake names it: machine code for NN
 // runs on NN and its major's later minors, for NNa on NN only; PTX on NN and every later device.
 TEST(ArchInBuild, MachineCodeByMajorArchSpecificOnlyThereAndPtxOnward) {
@@ -127,6 +125,8 @@ TEST(CudaSupport, MoreBatchHeadPairsThanAGridExtentAreUnsupported) {
   EXPECT_NE(support.reason.find("(batch, head) pairs"), std::string::npos) << support.reason;
 }
 
+// Hopper: dS stored at head dim 128 always, at 64 when deterministic; portable: reductions
+// unless deterministic.
 TEST(DqMethod, EachFamilyAndHeadDim) {
   const test::ScopedEnv dq("VSA_CUDA_DQ", nullptr);
   for (const int d : {64, 128}) {
