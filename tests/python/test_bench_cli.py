@@ -105,6 +105,45 @@ def test_cpu_run_end_to_end(tmp_path, capsys):
 
 
 
+@pytest.mark.parametrize("broken", ["zero backward", "failing backward"])
+def test_a_wrong_or_failing_vsa_backward_fails_the_run(broken, monkeypatch, capsys):
+    """The backward's dq is checked against float64 on the sampled rows: a backward that returns
+    zeros (timed as the fastest) or raises fails the run, as a wrong forward does."""
+    import vsa.bench.peers as peers
+    from vsa.bench.problem import Runner
+
+    real = peers.SPARSE_PEERS["vsa"]
+
+    def make(problem):
+        runner = real(problem)
+
+        def broken_forward(q, k, v):
+            out = runner.forward(q, k, v)
+            if broken == "zero backward":
+                return out.detach() + 0 * (q + k.mean() + v.mean())  # gradients of zero
+            return _Raising.apply(out)
+
+        return Runner(broken_forward, runner.scope)
+
+    monkeypatch.setitem(peers.SPARSE_PEERS, "vsa", make)
+    argv = ["--device", "cpu", "--case", "cpu-synthetic", "--iters", "1", "--warmup", "0",
+            "--check-blocks", "2", "--backends", "vsa"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert ("FAIL cpu-synthetic topk 4: vsa dq rel err" in out if broken == "zero backward"
+            else "FAIL cpu-synthetic topk 4: vsa did not run (backward:" in out), out
+
+
+class _Raising(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("backward kernel failed")
+
+
 def test_cpu_layer_run_end_to_end(tmp_path, capsys):
     out_dir = tmp_path / "layer"
     argv = ["--op", "layer", "--device", "cpu", "--heads", "1", "--iters", "1", "--warmup", "0",

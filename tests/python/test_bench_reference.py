@@ -7,7 +7,7 @@ import torch
 
 from vsa.bench.peers import flex_block_mask
 from vsa.bench.problem import Problem
-from vsa.bench.reference import reference_blocks, relative_error, sample_query_blocks
+from vsa.bench.reference import reference_blocks, reference_dq_blocks, relative_error, sample_query_blocks
 
 B, H, HKV, BLK, NK, D = 2, 4, 2, 16, 6, 8
 
@@ -51,6 +51,18 @@ def test_reference_matches_dense_masked_softmax(gen):
     assert ref.dtype == torch.float64 and ref.shape == (len(samples), BLK, D)
     assert relative_error(dense, ref, samples) < 1e-12
     assert ref[0].abs().max() == 0 and ref[1].abs().max() == 0  # empty rows are exactly zero
+
+
+def test_dq_reference_matches_autograd_of_the_dense_masked_softmax(gen):
+    q, k, v, idx, num, vbs = _problem(gen)
+    dout = torch.randn(q.shape, generator=gen, dtype=torch.float64)
+    leaf = q.double().requires_grad_()
+    (want,) = torch.autograd.grad(_dense_masked(leaf, k, v, idx, num, vbs), leaf, dout)
+    samples = [(b, h, i) for b in range(B) for h in range(H) for i in range(NK)]
+    ref = reference_dq_blocks(q, k, v, idx, num, vbs, samples, dout)
+    assert ref.dtype == torch.float64 and ref.shape == (len(samples), BLK, D)
+    assert relative_error(want, ref, samples) < 1e-12
+    assert ref[0].abs().max() == 0 and ref[1].abs().max() == 0  # rows with no key: dq is zero
 
 
 def test_relative_error_is_relative(gen):

@@ -9,10 +9,10 @@ import torch
 
 from .cases import Case
 from .inputs import case_inputs, select_blocks
-from .measure import add_note, backward_calls, log, progress, reason, timed_forward
+from .measure import add_note, backward_calls, checked_dq, log, progress, reason, timed_forward
 from .peers import DENSE_PEERS, SPARSE_PEERS, vsa_query_rows
 from .problem import Problem
-from .reference import reference_blocks, relative_error, sample_query_blocks
+from .reference import reference_blocks, reference_dq_blocks, relative_error, sample_query_blocks
 from .report import Result
 from .timing import median_ms
 
@@ -21,8 +21,9 @@ BACKWARD_FLOP_FACTOR = 2.5  # FastVideo's convention: backward = 2.5x the forwar
 
 
 def _measure(result: Result, make, problem: Problem, input_sets, flops: float, check,
-             args, device: torch.device) -> Result:
-    """Fill result's times, TFLOP/s and error; a peer that cannot run leaves n/a and a note."""
+             args, device: torch.device, dq_check=None) -> Result:
+    """Fill result's times, TFLOP/s and errors; a peer that cannot run leaves n/a and a note.
+    dq_check: (dout, check of dq) for the backward's first input set, or None."""
     timing = dict(warmup=args.warmup, iters=args.iters, device=device)
     runner = timed_forward(result, make, problem, input_sets, check, timing)
     if runner is None:
@@ -30,6 +31,8 @@ def _measure(result: Result, make, problem: Problem, input_sets, flops: float, c
     result.fwd_tflops = flops / result.fwd_ms * 1e-9
     if not args.no_backward:
         try:
+            if dq_check is not None:
+                result.bwd_rel_error = checked_dq(runner, input_sets[0], *dq_check)
             result.bwd_ms = median_ms(backward_calls(runner, input_sets), **timing)
             result.bwd_tflops = BACKWARD_FLOP_FACTOR * flops / result.bwd_ms * 1e-9
         except Exception as e:
@@ -66,17 +69,24 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
         # Every peer is checked on the real rows: the model drops the padding rows' output.
         check = functools.partial(relative_error, reference=reference, samples=samples, real_rows=vbs) \
             if samples else None
+        # The backward's dq on the same rows, for one fixed output gradient.
+        dout = torch.randn(input_sets[0][0].shape, generator=torch.Generator().manual_seed(args.seed + 1),
+                           dtype=torch.float32).to(device=device, dtype=input_sets[0][0].dtype)
+        dq_check = (dout, functools.partial(
+            relative_error, samples=samples, real_rows=vbs,
+            reference=reference_dq_blocks(*input_sets[0], q2k_idx, q2k_num, vbs, samples, dout))) \
+            if samples else None
         log(f"[{case.name}] topk {topk} ({topk / case.num_blocks:.1%} kept)")
         for name in (n for n in SPARSE_PEERS if n in args.backends):
             result = _measure(row(backend=name, sparse=True, topk=topk,
                                   keep=topk / case.num_blocks),
                               SPARSE_PEERS[name], problem, input_sets,
-                              case.sparse_flops(topk), check, args, device)
+                              case.sparse_flops(topk), check, args, device, dq_check)
             if told_rows.get(name, False) and result.fwd_ms is not None:
                 add_note(result, REAL_ROWS_NOTE)
             progress(result)
             sparse.append(result)
-        del problem, reference, q2k_idx, q2k_num
+        del problem, reference, dq_check, q2k_idx, q2k_num
 
     # Dense does not depend on the selection: measured once per case.
     dense_problem = Problem(dense_sets[0], case.block_size)

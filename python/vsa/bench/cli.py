@@ -219,28 +219,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verdict(results: list, args: argparse.Namespace) -> bool:
-    """Prints the table and what fails the run: vsa's attention (or, for the layer, its fine kernel
-    alone on the reference selection) beyond the tolerance. vsa's whole layer only warns: its
-    selection may differ from the float64 layer's at near-ties, which moves a sampled block."""
+    """Prints the table and what fails the run: any of vsa's attention kernels (or, for the layer,
+    its fine kernel alone on the reference selection) beyond the tolerance, in the forward's output
+    or the backward's dq, and vsa itself not running, forward or backward. vsa's whole layer only
+    warns: its selection may differ from the float64 layer's at near-ties, which moves a sampled
+    block."""
     tolerance = TOLERANCE[args.dtype]
     if args.op == "attention":
         attach_speedups(results)
         attach_fastvideo_ratios(results)
         print(table(results))
-        strict, lenient = "vsa", None
+        strict, must_run, lenient = ("vsa", "vsa-portable", "vsa-rows"), "vsa", None
     else:
         attach_layer_ratios(results)
         print(layer_table(results))
-        strict, lenient = FINE_KERNEL, "vsa"
+        strict, must_run, lenient = (FINE_KERNEL,), FINE_KERNEL, "vsa"
     failed = False
     for r in results:
+        if r.backend == must_run and (r.fwd_ms is None or "backward:" in r.note):
+            failed = True
+            print(f"FAIL {r.case} topk {r.topk}: {r.backend} did not run ({r.note})")
+        errors = [("rel err", r.rel_error), ("dq rel err", getattr(r, "bwd_rel_error", None))]
+        for what, error in errors:
+            if error is None or error <= tolerance:
+                continue
+            if r.backend in strict:
+                failed = True
+                print(f"FAIL {r.case} topk {r.topk}: {r.backend} {what} {error:.2e} > {tolerance:.0e}")
         if r.rel_error is None or r.rel_error <= tolerance:
             continue
-        if r.backend == strict:
-            failed = True
-            print(f"FAIL {r.case} topk {r.topk}: {r.backend} rel err {r.rel_error:.2e} > "
-                  f"{tolerance:.0e}")
-        elif r.backend == lenient:
+        if r.backend == lenient:
             print(f"WARN {r.case} topk {r.topk}: vsa layer rel err {r.rel_error:.2e} > "
                   f"{tolerance:.0e} against the float64 layer (a selection differing at a "
                   f"near-tie, or a bug: run tests/python/test_layer.py)")

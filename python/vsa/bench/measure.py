@@ -34,6 +34,8 @@ def progress(r) -> None:
     line = f"  {r.backend}: " + ", ".join(r.timings())
     if r.rel_error is not None:
         line += f", rel err {r.rel_error:.2e}"
+    if getattr(r, "bwd_rel_error", None) is not None:
+        line += f", dq rel err {r.bwd_rel_error:.2e}"
     if r.note:
         line += f"  [{r.note}]"
     log(line)
@@ -81,6 +83,16 @@ def backward_calls(runner: Runner, input_sets: list[Inputs]) -> list[Callable]:
                                  retain_graph=True)
         calls.append(functools.partial(_in_scope, runner, grad))
     return calls
+
+
+def checked_dq(runner: Runner, inputs: Inputs, dout: torch.Tensor, check: Callable) -> float:
+    """check's error of dq, the gradient of the first input (q), for the output gradient dout:
+    the backward's result checked once, beside the timing that replays it."""
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    out = runner(*leaves)
+    with runner.scope():
+        (dq,) = torch.autograd.grad(out, leaves[0], dout)
+    return check(dq)
 
 
 def training_calls(runner: Runner, input_sets: list[Inputs]) -> list[Callable]:

@@ -1,8 +1,10 @@
-"""Float64 reference for a sample of query blocks.
+"""Float64 reference for a sample of query blocks: their outputs, and their rows of dq.
 
 The whole S x S reference would cost more than the benchmark itself at video sizes, so only a
 few (batch, head, query block) triples are checked: gather that block's selected KV blocks, mask
 the keys past each block's valid count, and take the softmax in float64 on the inputs' device.
+A query row's dq needs only its own row of the attention (dS = P ∘ (dP − rowsum(dO ∘ O)),
+dq = scale · dS · K); dk and dv sum over every row that lists a block, so they are not sampled.
 """
 
 from __future__ import annotations
@@ -26,17 +28,15 @@ def sample_query_blocks(batch: int, heads: int, num_blocks: int, count: int,
     return [(p // (heads * num_blocks), p // num_blocks % heads, p % num_blocks) for p in picks]
 
 
-def reference_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_idx: torch.Tensor,
-                     q2k_num: torch.Tensor, variable_block_sizes: torch.Tensor,
-                     samples: list[Sample], scale: float | None = None) -> torch.Tensor:
-    """Exact outputs [len(samples), blk, D] in float64 for BHSD q/k/v (GQA allowed).
-
-    A row with no valid key is zero, as the op contract says."""
+def _sampled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_idx: torch.Tensor,
+                       q2k_num: torch.Tensor, variable_block_sizes: torch.Tensor, samples: list[Sample],
+                       scale: float | None):
+    """For each sample, in float64: (its block's rows of BHSD q, the listed keys and values,
+    the softmax over them), and the scale."""
     blk = k.shape[2] // variable_block_sizes.numel()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     group = q.shape[1] // k.shape[1]
     offsets = torch.arange(blk, device=q.device)
-    outs = []
     for b, h, i in samples:
         blocks = q2k_idx[b, h, i, : int(q2k_num[b, h, i])].long()
         keys = (blocks[:, None] * blk + offsets).reshape(-1)
@@ -45,8 +45,33 @@ def reference_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_idx:
         kb, vb = k[b, h // group, keys].double(), v[b, h // group, keys].double()
         scores = (qb @ kb.T * scale).masked_fill(~valid, -math.inf)
         probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # all-masked rows: 0/0 -> 0
-        outs.append(probs @ vb)
-    return torch.stack(outs)
+        yield kb, vb, probs, scale
+
+
+def reference_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_idx: torch.Tensor,
+                     q2k_num: torch.Tensor, variable_block_sizes: torch.Tensor,
+                     samples: list[Sample], scale: float | None = None) -> torch.Tensor:
+    """Exact outputs [len(samples), blk, D] in float64 for BHSD q/k/v (GQA allowed).
+
+    A row with no valid key is zero, as the op contract says."""
+    return torch.stack([probs @ vb for _, vb, probs, _ in
+                        _sampled_attention(q, k, v, q2k_idx, q2k_num, variable_block_sizes, samples, scale)])
+
+
+def reference_dq_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_idx: torch.Tensor,
+                        q2k_num: torch.Tensor, variable_block_sizes: torch.Tensor, samples: list[Sample],
+                        dout: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """Exact dq [len(samples), blk, D] in float64 of the sampled blocks' rows, for the BHSD output
+    gradient dout. A row with no valid key gets zero."""
+    blk = k.shape[2] // variable_block_sizes.numel()
+    dqs = []
+    for (b, h, i), (kb, vb, probs, scale) in zip(
+            samples, _sampled_attention(q, k, v, q2k_idx, q2k_num, variable_block_sizes, samples, scale)):
+        do = dout[b, h, i * blk:(i + 1) * blk].double()
+        dp = do @ vb.T
+        ds = probs * (dp - (do * (probs @ vb)).sum(-1, keepdim=True))
+        dqs.append(scale * ds @ kb)
+    return torch.stack(dqs)
 
 
 def relative_error(out: torch.Tensor, reference: torch.Tensor, samples: list[Sample],

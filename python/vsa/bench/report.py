@@ -39,6 +39,7 @@ class Result:
     vs_fastvideo_fwd: float | None = None
     vs_fastvideo_bwd: float | None = None
     rel_error: float | None = None  # vs float64 on sampled query blocks; sparse backends only
+    bwd_rel_error: float | None = None  # dq of the same blocks' rows, vs float64 (reference.py)
     note: str = ""  # why a number is missing
 
     def timings(self) -> list[str]:
