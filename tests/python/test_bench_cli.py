@@ -2,6 +2,7 @@
 
 import csv
 import json
+import subprocess
 
 import pytest
 import torch
@@ -213,3 +214,19 @@ def test_layer_run_profiles_after_every_timing(monkeypatch, capsys):
     assert "vsa layer forward by stage (CPU ops:" in capsys.readouterr().out
     # vsa's and vsa-fine's forward and forward + backward, then the two alternately.
     assert events == ["timing"] * 5 + ["profile"], events
+
+
+def test_the_recorded_commit_says_when_the_tree_differs_from_it(tmp_path, monkeypatch):
+    from vsa.bench.environment import _commit
+
+    monkeypatch.delenv("VSA_COMMIT", raising=False)
+    package = tmp_path / "python" / "vsa"
+    package.mkdir(parents=True)
+    (package / "attention.py").write_text("x = 1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "c"]):
+        subprocess.run(git + args, check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    assert _commit(str(package)) == head
+    (package / "attention.py").write_text("x = 2\n")
+    assert _commit(str(package)) == head + "-dirty"

@@ -26,13 +26,16 @@ def _command(*argv: str, cwd: str | None = None) -> str:
 def _commit(package_dir: str) -> str:
     """The commit measured: VSA_COMMIT where the caller knows it (scripts/gpu.sh: the device copy
     has no .git), else git, but only when vsa runs from this project's checkout, not from a wheel
-    installed inside some other repository."""
+    installed inside some other repository; with "-dirty" when tracked files differ from it."""
     if os.environ.get("VSA_COMMIT"):
         return os.environ["VSA_COMMIT"]
     top = _command("git", "rev-parse", "--show-toplevel", cwd=package_dir)
     if top == "unknown" or os.path.join(top, "python", "vsa") != package_dir:
         return "unknown"
-    return _command("git", "rev-parse", "HEAD", cwd=package_dir)
+    head = _command("git", "rev-parse", "HEAD", cwd=package_dir)
+    # `git status --porcelain` prints nothing for a clean tree, which _command gives as "unknown".
+    dirty = _command("git", "status", "--porcelain", "--untracked-files=no", cwd=package_dir) != "unknown"
+    return head + "-dirty" if head != "unknown" and dirty else head
 
 
 def environment(device: torch.device) -> dict:
