@@ -198,6 +198,7 @@ def _normalized_device(device) -> torch.device:
 
 
 @functools.lru_cache(maxsize=32)
+@torch.inference_mode(False)  # cached for later calls: inference tensors could not be saved for backward
 def _build(latent: tuple[int, int, int], tile: tuple[int, int, int],
            device: torch.device) -> VSAMetadata:
     def on_device(array, dtype=torch.int64):

@@ -181,3 +181,14 @@ def test_tile_rejects_wrong_length(gen):
     meta = vsa.build_vsa_metadata((2, 4, 5))
     with pytest.raises(ValueError, match="'x.shape'"):
         vsa.tile(torch.randn(1, 41, 2, 4, generator=gen), meta)
+
+
+def test_metadata_first_built_under_inference_mode_serves_training():
+    """The metadata is cached: built first by a validation pass under inference_mode, it must
+    still serve a training step (inference tensors cannot be saved for backward)."""
+    latent = (3, 4, 7)  # a shape no other test builds, so this call builds it
+    with torch.inference_mode():
+        vsa.build_vsa_metadata(latent, tile_size=(4, 4, 4))
+    x = torch.randn(1, math.prod(latent), 2, 8, requires_grad=True)
+    vsa.tile(x, vsa.build_vsa_metadata(latent, tile_size=(4, 4, 4))).square().sum().backward()
+    assert torch.equal(x.grad, 2 * x.detach())
