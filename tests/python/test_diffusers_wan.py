@@ -183,6 +183,19 @@ def test_errors(gen):
         vsa_diffusers.install(model, mode="sparse")
     with pytest.raises(ValueError, match="invalid argument 'topk / sparsity'"):
         vsa_diffusers.install(model, mode="dense", sparsity=0.9)
+    # Installed twice, the removals in either order would leave vsa's processors behind.
+    with vsa_diffusers.install(model, topk=2):
+        with pytest.raises(ValueError, match="already runs on vsa"):
+            vsa_diffusers.install(model, mode="dense")
+    assert not isinstance(model.blocks[0].attn1.processor, vsa_diffusers.VSAWanAttnProcessor)
+    # A head dim vsa does not run is refused where it is installed, not at the first forward.
+    with torch.random.fork_rng(devices=[]):
+        odd = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=48,
+                                    in_channels=4, out_channels=4, text_dim=32, freq_dim=32, ffn_dim=96,
+                                    num_layers=1, rope_max_seq_len=64)
+    with pytest.raises(vsa.UnsupportedError, match="attention_head_dim is 48"):
+        vsa_diffusers.install(odd)
+    assert not isinstance(odd.blocks[0].attn1.processor, vsa_diffusers.VSAWanAttnProcessor)
     processor = vsa_diffusers.VSAWanAttnProcessor(vsa_diffusers.LatentGrid(), mode="dense")
     hidden = torch.randn(1, math.prod(GRID), 128, generator=gen)
     with pytest.raises(RuntimeError, match="the latent grid is unknown"):

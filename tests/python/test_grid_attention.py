@@ -79,6 +79,11 @@ def test_tokens_must_fill_the_grid(gen):
         grid_attention(q, k, v, (5, 4, 4), mode="dense")
     with pytest.raises(ValueError, match="'gate'"):
         grid_attention(q, k, v, (4, 4, 4), mode="fine", topk=1, gate=gate)
+    # k, v and gate named by their own lengths (they were tiled as 'x').
+    for name, change in (("k", dict(k=k[:, :7])), ("v", dict(v=v[:, :32])), ("gate", dict(gate=gate[:, :32]))):
+        args = dict(q=q, k=k, v=v, gate=gate) | change
+        with pytest.raises(ValueError, match=rf"'{name}.shape\[1\]': expected T·H·W = 64 tokens"):
+            grid_attention(args["q"], args["k"], args["v"], (4, 4, 4), mode="vsa", topk=1, gate=args["gate"])
 
 
 def test_prebuilt_metadata_serves_as_the_grid(gen):

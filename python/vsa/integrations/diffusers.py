@@ -173,8 +173,17 @@ def install(target, *, mode: str = "vsa", topk: Optional[int] = None,
     VSAWanAttnProcessor (neither: every block; refused in "dense").
     """
     check_settings(mode, topk, sparsity, tile_size)
+    models = _transformers(target)
+    for model in models:  # refused before any model is changed
+        head_dim = getattr(model.config, "attention_head_dim", None)
+        if head_dim not in (64, 128):
+            raise UnsupportedError(f"vsa.integrations.diffusers.install: vsa runs head dims 64 and 128, "
+                                   f"this model's attention_head_dim is {head_dim}")
+        if any(isinstance(block.attn1.processor, VSAWanAttnProcessor) for block in model.blocks):
+            raise ValueError("vsa.integrations.diffusers.install: the model already runs on vsa; "
+                             "remove() the earlier installation first")
     installation = Installation()
-    for model in _transformers(target):
+    for model in models:
         grid = LatentGrid(tuple(tile_size))
         processor = VSAWanAttnProcessor(grid, mode=mode, topk=topk, sparsity=sparsity)
         hook = model.register_forward_pre_hook(_grid_hook(grid), with_kwargs=True)

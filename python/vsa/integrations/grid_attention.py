@@ -104,9 +104,10 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Union[Sequence[int], V
         raise invalid_argument("gate", f"None in mode {mode!r} (only 'vsa' has a coarse output)",
                                "a tensor")
     meta = grid_metadata(grid, tile_size, q.device)
-    if q.shape[1] != math.prod(meta.latent_shape):
-        raise invalid_argument("q.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens "
-                               f"of the grid {meta.latent_shape}", q.shape[1])
+    for name, x in (("q", q), ("k", k), ("v", v), ("gate", gate)):
+        if x is not None and (x.dim() != 4 or x.shape[1] != math.prod(meta.latent_shape)):
+            raise invalid_argument(f"{name}.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens "
+                                   f"of the grid {meta.latent_shape}", list(x.shape))
     qt, kt, vt = (tile(x, meta, dim=1) for x in (q, k, v))
     vbs = meta.variable_block_sizes
     if mode == "dense":
