@@ -90,7 +90,8 @@ ReferenceForward reference_forward(const ReferenceProblem& p) {
   return f;
 }
 
-ReferenceGradients reference_backward(const ReferenceProblem& p, const std::vector<double>& dout) {
+ReferenceGradients reference_backward(const ReferenceProblem& p, const std::vector<double>& dout,
+                                      const std::vector<double>* out) {
   const std::int64_t sq = p.seq_q, skv = p.seq_kv, d = p.head_dim;
   ReferenceGradients g{std::vector<double>(p.q.size(), 0.0), std::vector<double>(p.k.size(), 0.0),
                        std::vector<double>(p.v.size(), 0.0)};
@@ -111,6 +112,11 @@ ReferenceGradients reference_backward(const ReferenceProblem& p, const std::vect
           const double* v = row_of(p.v, kv_bh, skv, c, d);
           for (std::int64_t x = 0; x < d; ++x) dp[c] += dout_row[x] * v[x];
           expected_dp += a.prob[r * skv + c] * dp[c];
+        }
+        if (out != nullptr) {
+          const double* out_row = row_of(*out, bh, sq, r, d);
+          expected_dp = 0.0;
+          for (std::int64_t x = 0; x < d; ++x) expected_dp += dout_row[x] * out_row[x];
         }
         double* dq = g.dq.data() + (bh * sq + r) * d;
         for (std::int64_t c = 0; c < skv; ++c) {

@@ -29,7 +29,11 @@ struct ReferenceGradients {
 };
 
 ReferenceForward reference_forward(const ReferenceProblem& p);
-// The analytic gradient of reference_forward for the upstream gradient dout.
-ReferenceGradients reference_backward(const ReferenceProblem& p, const std::vector<double>& dout);
+// The analytic gradient of reference_forward for the upstream gradient dout. With `out` (the
+// [B, H, Sq, D] output a backward is given, e.g. rounded to 16 bits), each row's Σ_c P dP is
+// taken as rowsum(dout ∘ out), as the backward computes it from its inputs: the gradient of the
+// call as made, where at steep softmaxes out's rounding alone moves dq by more than 1 %.
+ReferenceGradients reference_backward(const ReferenceProblem& p, const std::vector<double>& dout,
+                                      const std::vector<double>* out = nullptr);
 
 }  // namespace vsa::test
