@@ -230,3 +230,15 @@ def test_the_recorded_commit_says_when_the_tree_differs_from_it(tmp_path, monkey
     assert _commit(str(package)) == head
     (package / "attention.py").write_text("x = 2\n")
     assert _commit(str(package)) == head + "-dirty"
+
+
+def test_cpu_threads_and_the_gemm_share_say_what_ran(tmp_path, monkeypatch, capsys):
+    """VSA_NUM_THREADS overrides torch's count for the CPU backend, so the record says it; the
+    share of the GEMM rate says when it is of the effective count of rows vsa did not compute."""
+    monkeypatch.setenv("VSA_NUM_THREADS", "1")
+    argv = ["--device", "cpu", "--case", "cpu-wan-crop", "--heads", "1", "--iters", "1", "--warmup", "0",
+            "--check-blocks", "2", "--backends", "vsa", "--no-backward", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "results.json").read_text())["environment"]["cpu_threads"] == 1
+    share = [line for line in capsys.readouterr().out.splitlines() if "of the fp32 GEMM rate" in line]
+    assert share and all("effective count" in line for line in share)  # real query rows only there

@@ -38,6 +38,13 @@ def _commit(package_dir: str) -> str:
     return head + "-dirty" if head != "unknown" and dirty else head
 
 
+def _cpu_threads() -> int:
+    """The threads vsa's CPU backend runs on: VSA_NUM_THREADS when it is a count in [1, 4096]
+    (it overrides), else torch's, which the ops pass on."""
+    value = os.environ.get("VSA_NUM_THREADS", "")
+    return int(value) if value.isdigit() and 1 <= int(value) <= 4096 else torch.get_num_threads()
+
+
 def environment(device: torch.device) -> dict:
     package_dir = os.path.dirname(os.path.abspath(vsa.__file__))
     env = {
@@ -45,7 +52,7 @@ def environment(device: torch.device) -> dict:
         "device": device.type,
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
-        "cpu_threads": torch.get_num_threads(),
+        "cpu_threads": _cpu_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "vsa_version": vsa.__version__,
