@@ -220,3 +220,19 @@ def test_compiled_models_give_the_same_output(gen):
         assert torch.equal(run(torch.compile(model, backend="eager"), args), want)
         model.compile_repeated_blocks(fullgraph=True, backend="eager")
         assert torch.equal(run(model, args), want)
+
+
+def test_a_copy_of_an_installed_model_tiles_its_own_latents(gen):
+    """copy.deepcopy of an installed model (an EMA or teacher copy) follows its own latent grid,
+    and running it leaves the original's alone."""
+    import copy
+
+    model = tiny_wan(gen, 1)
+    small = (torch.randn(1, 4, 4, 8, 16, generator=gen), torch.tensor([500]), torch.randn(1, 7, 32, generator=gen))
+    large = inputs(gen, torch.float32, "cpu")
+    with vsa_diffusers.install(model, mode="fine", topk=2):
+        run(model, small)
+        twin = copy.deepcopy(model)
+        got = run(twin, large)  # the copy at another grid, the original's still the small one
+        assert torch.equal(got, run(model, large))
+        assert model.blocks[0].attn1.processor.grid is not twin.blocks[0].attn1.processor.grid

@@ -121,20 +121,30 @@ class VSAWanAttnProcessor:
         return attn.to_out[1](attn.to_out[0](out))
 
 
+# The model's grid, which its processors share: an attribute of the model, so that a copy of
+# the model (copy.deepcopy: an EMA or teacher copy) has its own, shared by its own processors.
+_GRID_ATTRIBUTE = "_vsa_latent_grid"
+
+
 @dataclass
 class Installation:
     """What install() changed, so that remove() can put it back."""
 
     processors: dict = field(default_factory=dict)  # attention module -> its previous processor
     hooks: list = field(default_factory=list)
+    models: list = field(default_factory=list)  # each holds its grid as an attribute
 
     def remove(self) -> None:
         for module, processor in self.processors.items():
             module.set_processor(processor)
         for hook in self.hooks:
             hook.remove()
+        for model in self.models:
+            if hasattr(model, _GRID_ATTRIBUTE):
+                delattr(model, _GRID_ATTRIBUTE)
         self.processors.clear()
         self.hooks.clear()
+        self.models.clear()
 
     def __enter__(self):
         return self
@@ -155,13 +165,11 @@ def _transformers(target) -> list:
                     f"pipeline holding one, got {type(target).__name__}")
 
 
-def _grid_hook(grid: LatentGrid):
-    def record_grid(model, args, kwargs):
-        latent = args[0] if args else kwargs["hidden_states"]
-        frames, height, width = latent.shape[2:]
-        p_t, p_h, p_w = model.config.patch_size
-        grid.set((frames // p_t, height // p_h, width // p_w), latent.device)
-    return record_grid
+def _record_grid(model, args, kwargs) -> None:
+    latent = args[0] if args else kwargs["hidden_states"]
+    frames, height, width = latent.shape[2:]
+    p_t, p_h, p_w = model.config.patch_size
+    getattr(model, _GRID_ATTRIBUTE).set((frames // p_t, height // p_h, width // p_w), latent.device)
 
 
 def install(target, *, mode: str = "vsa", topk: Optional[int] = None,
@@ -185,9 +193,11 @@ def install(target, *, mode: str = "vsa", topk: Optional[int] = None,
     installation = Installation()
     for model in models:
         grid = LatentGrid(tuple(tile_size))
+        setattr(model, _GRID_ATTRIBUTE, grid)
         processor = VSAWanAttnProcessor(grid, mode=mode, topk=topk, sparsity=sparsity)
-        hook = model.register_forward_pre_hook(_grid_hook(grid), with_kwargs=True)
+        hook = model.register_forward_pre_hook(_record_grid, with_kwargs=True)
         installation.hooks.append(hook)
+        installation.models.append(model)
         for block in model.blocks:
             installation.processors[block.attn1] = block.attn1.processor
             block.attn1.set_processor(processor)
