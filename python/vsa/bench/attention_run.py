@@ -70,8 +70,8 @@ def run_case(case: Case, keeps: list[float] | None, args, device: torch.device) 
         check = functools.partial(relative_error, reference=reference, samples=samples, real_rows=vbs) \
             if samples else None
         # The backward's dq on the same rows, for one fixed output gradient.
-        dout = torch.randn(input_sets[0][0].shape, generator=torch.Generator().manual_seed(args.seed + 1),
-                           dtype=torch.float32).to(device=device, dtype=input_sets[0][0].dtype)
+        dout = torch.randn(input_sets[0][0].shape, generator=torch.Generator(device).manual_seed(args.seed + 1),
+                           device=device, dtype=input_sets[0][0].dtype)
         dq_check = (dout, functools.partial(
             relative_error, samples=samples, real_rows=vbs,
             reference=reference_dq_blocks(*input_sets[0], q2k_idx, q2k_num, vbs, samples, dout))) \
