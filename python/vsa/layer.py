@@ -154,8 +154,9 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
         out, q2k_idx, q2k_num = training_layer(q, k, v, gate, vbs, q_vbs, topk, scale_argument(scale),
                                                layout, torch.are_deterministic_algorithms_enabled())
     else:  # the same bits, one pass over the output fewer
-        q_mean, k_mean, v_mean = block_means(q, k, v, q_vbs, vbs, layout=layout)
-        coarse, q2k_idx, q2k_num = coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale=scale)
+        # The stage ops themselves: the block sizes and topk were normalized and checked above.
+        q_mean, k_mean, v_mean = _block_means(q, k, v, q_vbs, vbs, layout)
+        coarse, q2k_idx, q2k_num = _coarse_stage(q_mean, k_mean, v_mean, vbs, topk, scale_argument(scale))
         out = fine_stage_gated(q, k, v, q2k_idx, q2k_num, vbs, coarse, gate, scale=scale, layout=layout,
                                q_variable_block_sizes=q_vbs)
     return (out, q2k_idx, q2k_num) if return_lists else out
