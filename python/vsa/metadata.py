@@ -91,12 +91,11 @@ def invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
     defaults to NQ, enough when no row lists a block twice.
     """
     expect_same_device("q2k_idx", q2k_idx, q2k_num=q2k_num)
-    if max_q is None:
-        max_q = q2k_idx.shape[2] if q2k_idx.dim() == 4 else 1
-    elif (count_value(max_q) or 0) < 1:  # else the error would name k2q_idx, the output it sizes
+    capacity = (q2k_idx.shape[2] if q2k_idx.dim() == 4 else 1) if max_q is None else count_value(max_q)
+    if capacity is None or capacity < 1:  # else the error would name k2q_idx, the output it sizes
         raise invalid_argument("max_q", "a positive int (query blocks a KV block can list) or None", repr(max_q))
     return _invert_indices(index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
-                           int(num_kv_blocks), count_value(max_q))
+                           int(num_kv_blocks), capacity)
 
 
 @torch.library.custom_op("vsa::topk_to_index", mutates_args=())
