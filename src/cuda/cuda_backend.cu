@@ -149,6 +149,18 @@ int device_arch(int device_index) {
   });
 }
 
+namespace {
+
+// Whether this build's code runs on the device (arch_in_build), decided once per device.
+bool build_runs_on(int device_index, int compute_capability) {
+  static DeviceCache cache{};  // 1: runs, 2: does not (0: not yet decided)
+  return cached_per_device(cache, device_index, [&] {
+           return compute_capability >= 80 && arch_in_build(compute_capability, archs()) ? 1 : 2;
+         }) == 1;
+}
+
+}  // namespace
+
 std::string forward_kernel(int device_index) {
   return kernel_family_name(kernel_family_for(device_arch(device_index)));
 }
@@ -161,7 +173,7 @@ Support supported(const AttentionInputs& in, const ProblemShape& s) {
     return {false, "the CUDA kernels take at most " + std::to_string(kMaxBatchHeads) +
                        " (batch, head) pairs (a grid extent), got B·H = " + std::to_string(s.batch * s.heads)};
   const int cc = device_arch(in.q.device_index);
-  if (cc < 80 || !arch_in_build(cc, archs()))
+  if (!build_runs_on(in.q.device_index, cc))
     return {false, "no kernel of this build runs on compute capability " + std::to_string(cc) +
                        " (built for " + archs() + "; sm_80 or newer needed)"};
   if (!rows_aligned(in.q, in.layout) || !rows_aligned(in.k, in.layout) || !rows_aligned(in.v, in.layout))
