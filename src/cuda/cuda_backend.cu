@@ -172,6 +172,10 @@ Support supported(const AttentionInputs& in, const ProblemShape& s) {
   if (s.batch * s.heads > kMaxBatchHeads)
     return {false, "the CUDA kernels take at most " + std::to_string(kMaxBatchHeads) +
                        " (batch, head) pairs (a grid extent), got B·H = " + std::to_string(s.batch * s.heads)};
+  if (s.max_kv > kMaxListCapacity)
+    return {false, "the CUDA kernels take lists of at most " + std::to_string(kMaxListCapacity) +
+                       " entries (q2k_idx's last axis, max_kv: int32 positions), got max_kv = " +
+                       std::to_string(s.max_kv)};
   const int cc = device_arch(in.q.device_index);
   if (!build_runs_on(in.q.device_index, cc))
     return {false, "no kernel of this build runs on compute capability " + std::to_string(cc) +

@@ -60,6 +60,10 @@ bool arch_in_build(int compute_capability, const std::string& archs);
 // caps at 65535: the (batch, head) pairs a call may have.
 constexpr std::int64_t kMaxBatchHeads = 65535;
 
+// The kernels hold a list's positions (and its 64-key tiles, two per 128-token block) in int32:
+// the list capacity (q2k_idx's last axis, max_kv) a call may have.
+constexpr std::int64_t kMaxListCapacity = std::int64_t{1} << 30;
+
 // sm90_ws, sm90_v1: the Hopper kernels with the forward's third or first version.
 enum class KernelFamily { sm80, sm90, sm90_ws, sm90_v1 };
 

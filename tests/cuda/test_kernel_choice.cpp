@@ -125,6 +125,26 @@ TEST(CudaSupport, MoreBatchHeadPairsThanAGridExtentAreUnsupported) {
   EXPECT_NE(support.reason.find("(batch, head) pairs"), std::string::npos) << support.reason;
 }
 
+// A list capacity (max_kv) past 2^30 is unsupported, also before any device is asked: the kernels
+// narrowed it to int32, so 2^31 became negative and every list after the first was read from
+// before q2k_idx (one of [1, 1, 2, 2^31] int32 lists: 17 GB, an out-of-bounds read 8 GB before it).
+TEST(CudaSupport, ListsPast2To30EntriesAreUnsupported) {
+  alignas(256) static unsigned char no_data[256] = {};
+  const auto cuda_tensor = [](DType dtype, std::initializer_list<std::int64_t> shape) {
+    return TensorRef::contiguous(no_data, dtype, shape, Device::cuda, 0);
+  };
+  AttentionInputs in;
+  in.q = in.k = in.v = cuda_tensor(DType::bf16, {1, 1, 128, 64});
+  in.q2k_num = cuda_tensor(DType::i32, {1, 1, 2});
+  in.variable_block_sizes = cuda_tensor(DType::i32, {2});
+  for (const std::int64_t max_kv : {kMaxListCapacity + 1, std::int64_t{1} << 31}) {
+    in.q2k_idx = cuda_tensor(DType::i32, {1, 1, 2, max_kv});
+    const Support support = vsa::supported(in);
+    EXPECT_FALSE(support.ok) << max_kv;
+    EXPECT_NE(support.reason.find("max_kv"), std::string::npos) << support.reason;
+  }
+}
+
 // Hopper: dS stored at head dim 128 always, at 64 when deterministic; portable: reductions
 // unless deterministic.
 TEST(DqMethod, EachFamilyAndHeadDim) {
