@@ -309,8 +309,9 @@ def test_fastvideo_varlen_is_each_video_alone(gen, device, sizes):
 def test_fastvideo_varlen_refuses_block_sizes_that_drop_tokens(gen):
     (q, k, v, idx, num, vbs, q_vbs), = fastvideo_varlen_case(gen, "cpu", [(2, 2)])
     cu_q, cu_kv = torch.tensor([0, q.shape[0]]), torch.tensor([0, k.shape[0] + 1])
-    with pytest.raises(ValueError, match="'variable_block_sizes_list\\[0\\]'"):
-        fk.block_sparse_attn_varlen(q, k, v, cu_q, cu_kv, [idx], [num], [vbs], [q_vbs])
+    with pytest.raises(ValueError, match="'variable_block_sizes_list\\[0\\]'"):  # one KV token past them
+        fk.block_sparse_attn_varlen(q, torch.cat([k, k[:1]]), torch.cat([v, v[:1]]), cu_q, cu_kv, [idx], [num],
+                                    [vbs], [q_vbs])
     with pytest.raises(ValueError, match="'q_variable_block_sizes_list\\[0\\].shape'"):
         fk.block_sparse_attn_varlen(q, k, v, cu_q, torch.tensor([0, k.shape[0]]), [idx], [num], [vbs],
                                     [torch.cat([q_vbs, q_vbs.new_zeros(1)])])
@@ -327,6 +328,31 @@ def test_fastvideo_varlen_refuses_block_sizes_that_drop_tokens(gen):
     with pytest.raises(ValueError, match="'cu_seqlens_q"):  # more tokens than 2 full blocks
         fk.block_sparse_attn_varlen(torch.cat([q] * copies), k, v, torch.tensor([0, copies * q.shape[0]]),
                                     torch.tensor([0, k.shape[0]]), [idx], [num], [vbs])
+
+
+def test_fastvideo_varlen_reads_the_rows_cu_seqlens_give(gen):
+    # FastVideo reads sequence i at rows cu_seqlens[i]:cu_seqlens[i + 1] and returns cu_seqlens_q[-1]
+    # rows: tokens past the last offset (a padded token buffer) are no sequence's. They raised
+    # IndexError from index_copy_ here, as did offsets that start past 0.
+    videos = fastvideo_varlen_case(gen, "cpu", [(2, 3), (3, 2)])
+    cu = lambda n: torch.tensor([0] + [int(x) for x in n]).cumsum(0)  # noqa: E731
+    cu_q, cu_kv = cu([v[0].shape[0] for v in videos]), cu([v[1].shape[0] for v in videos])
+    packed = [torch.cat([v[n] for v in videos]) for n in range(3)]
+    lists = [[v[n] for v in videos] for n in (3, 4, 5, 6)]
+    call = lambda q, k, v, cq, ckv: fk.block_sparse_attn_varlen(  # noqa: E731
+        q, k, v, cq, ckv, *lists[:3], q_variable_block_sizes_list=lists[3])
+    want = call(*packed, cu_q, cu_kv)
+    extra = lambda t, n: randn(gen, n, *t.shape[1:], device="cpu")  # noqa: E731
+    assert torch.equal(call(*(torch.cat([t, extra(t, 5)]) for t in packed), cu_q, cu_kv), want)
+    got = call(*(torch.cat([extra(t, 3), t]) for t in packed), cu_q + 3, cu_kv + 3)
+    assert got.shape == (int(cu_q[-1]) + 3, *want.shape[1:])
+    assert torch.equal(got[3:], want) and not got[:3].any()
+    with pytest.raises(ValueError, match="'cu_seqlens_kv'.*k's"):  # past the tokens
+        call(*packed, cu_q, cu_kv + 1)
+    with pytest.raises(ValueError, match="'cu_seqlens_q'.*non-decreasing"):
+        call(*packed, cu_q.flip(0), cu_kv)
+    with pytest.raises(ValueError, match="'cu_seqlens_q'.*N >= 1"):
+        call(*packed, cu_q[:1], cu_kv)
 
 
 # ---- vsa_utils ---------------------------------------------------------------------------------------------

@@ -39,6 +39,14 @@ def _token_positions(counts: list, tokens: int, block: int, name: str, sequence:
     return vsa._C.non_pad_index(counts, block)
 
 
+def _token_rows(x: Tensor, offsets: list, name: str, tensor: str) -> Tensor:
+    """The rows of x that the offsets give to sequences: [offsets[0], offsets[-1]). As in FastVideo,
+    rows past the last offset (a padded token buffer) are no sequence's and are not read."""
+    if offsets[0] < 0 or any(b < a for a, b in zip(offsets, offsets[1:])) or offsets[-1] > x.shape[0]:
+        raise invalid_argument(name, f"non-decreasing token offsets within {tensor}'s {x.shape[0]} rows", offsets)
+    return x[offsets[0]:offsets[-1]]
+
+
 def _full_blocks_cut(tokens: int, num_blocks: int, block: int, sequence: int) -> list:
     if tokens > num_blocks * block:
         raise invalid_argument(f"cu_seqlens_q (sequence {sequence})",
@@ -61,13 +69,19 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
     per sequence i: q2k_idx_list[i] [1, H, Nq_i, Mk_i] (KV blocks of sequence i,
     numbered from 0), q2k_num_list[i] [1, H, Nq_i], variable_block_sizes_list[i]
     [Nkv_i], q_variable_block_sizes_list[i] [Nq_i] (default: full blocks).
-    Returns out [total_q, H, D]."""
+    Sequence i's tokens are rows cu_seqlens[i]:cu_seqlens[i + 1] (rows past cu_seqlens[-1] are
+    not read). Returns out [cu_seqlens_q[-1], H, D], as FastVideo does (rows before
+    cu_seqlens_q[0] are zero)."""
     cu_q, cu_kv = cu_seqlens_q.tolist(), cu_seqlens_kv.tolist()  # host metadata, as FastVideo reads it
+    if cu_seqlens_q.dim() != 1 or len(cu_q) < 2:
+        raise invalid_argument("cu_seqlens_q", "N + 1 token offsets of N >= 1 sequences", cu_q)
     sequences = len(cu_q) - 1
     for name, items in (("cu_seqlens_kv", cu_kv), ("q2k_idx_list", q2k_idx_list), ("q2k_num_list", q2k_num_list),
                         ("variable_block_sizes_list", variable_block_sizes_list)):
         if len(items) != sequences + (name == "cu_seqlens_kv"):
             raise invalid_argument(name, f"one entry per sequence ({sequences}, from cu_seqlens_q)", len(items))
+    q_rows = _token_rows(q, cu_q, "cu_seqlens_q", "q")
+    k_rows, v_rows = (_token_rows(t, cu_kv, "cu_seqlens_kv", name) for name, t in (("k", k), ("v", v)))
     q_positions, kv_positions, q_blocks, kv_blocks = [], [], [0], [0]  # positions: one array per sequence
     heads = q.shape[1]
     for i in range(sequences):
@@ -102,8 +116,11 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
     vbs = torch.cat([sizes.to(device) for sizes in variable_block_sizes_list])
 
     out, _ = vsa.block_sparse_attn_varlen(
-        _pack(q, q_at, q_blocks[-1] * block_size), _pack(k, kv_at, kv_blocks[-1] * block_size),
-        _pack(v, kv_at, kv_blocks[-1] * block_size), local_idx, q2k_num, vbs,
+        _pack(q_rows, q_at, q_blocks[-1] * block_size), _pack(k_rows, kv_at, kv_blocks[-1] * block_size),
+        _pack(v_rows, kv_at, kv_blocks[-1] * block_size), local_idx, q2k_num, vbs,
         torch.tensor(q_blocks, device=device), torch.tensor(kv_blocks, device=device),
         deterministic=True)
-    return out[0].index_select(1, q_at).transpose(0, 1).contiguous()
+    out = out[0].index_select(1, q_at).transpose(0, 1)
+    if cu_q[0] > 0:
+        out = torch.cat([out.new_zeros((cu_q[0], *out.shape[1:])), out])
+    return out.contiguous()
