@@ -91,11 +91,14 @@ def invert_indices(q2k_idx: Tensor, q2k_num: Tensor, num_kv_blocks: int,
     defaults to NQ, enough when no row lists a block twice.
     """
     expect_same_device("q2k_idx", q2k_idx, q2k_num=q2k_num)
+    kv_blocks = count_value(num_kv_blocks)  # int() made 2.5 a silent 2, and -1 a torch error
+    if kv_blocks is None or kv_blocks < 1:
+        raise invalid_argument("num_kv_blocks", "a positive int (KV blocks, NK)", repr(num_kv_blocks))
     capacity = (q2k_idx.shape[2] if q2k_idx.dim() == 4 else 1) if max_q is None else count_value(max_q)
     if capacity is None or capacity < 1:  # else the error would name k2q_idx, the output it sizes
         raise invalid_argument("max_q", "a positive int (query blocks a KV block can list) or None", repr(max_q))
     return _invert_indices(index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
-                           int(num_kv_blocks), capacity)
+                           kv_blocks, capacity)
 
 
 @torch.library.custom_op("vsa::topk_to_index", mutates_args=())

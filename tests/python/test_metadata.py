@@ -120,6 +120,17 @@ def test_invert_indices_names_a_bad_max_q(max_q):
     assert k2q_idx.tolist() == [[[[0, 1, 2]]]]
 
 
+@pytest.mark.parametrize("num_kv_blocks", [0, -1, 2.5, 1.9, True, "2", None])
+def test_invert_indices_names_a_bad_num_kv_blocks(num_kv_blocks):
+    # int() read 2.5 as 2 and 1.9 as 1 (lists for another NK), True as 1 (the error then named
+    # q2k_idx), and -1 failed in torch ("negative dimension").
+    q2k_idx = torch.tensor([[[[0], [1], [0]]]])
+    with pytest.raises(ValueError, match="'num_kv_blocks'"):
+        vsa.invert_indices(q2k_idx, torch.ones(1, 1, 3, dtype=torch.int64), num_kv_blocks)
+    _, k2q_num = vsa.invert_indices(q2k_idx, torch.ones(1, 1, 3, dtype=torch.int64), np.int64(2))
+    assert k2q_num.tolist() == [[[2, 1]]]
+
+
 # ---- tiling ----------------------------------------------------------------------------------------
 
 def test_tiling_hand_case():
