@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 
 LAYOUTS = ("bhsd", "bshd")
+BACKENDS = ("auto", "cpu", "cuda")
 
 
 def invalid_argument(argument: str, expected: str, got: object) -> ValueError:
@@ -58,3 +60,11 @@ def lse_shape(q_shape, layout: str) -> tuple[int, ...]:
         return (0,)
     batch, second, third, _ = q_shape
     return (batch, second, third) if layout == "bhsd" else (batch, third, second)
+
+
+def requested_backend() -> str:
+    """VSA_BACKEND as vsa.dispatch reads it (here, without torch, for `vsa info`)."""
+    choice = os.environ.get("VSA_BACKEND", "auto").strip().lower() or "auto"
+    if choice not in BACKENDS:
+        raise invalid_argument("VSA_BACKEND", "auto, cpu or cuda", repr(choice))
+    return choice

@@ -28,8 +28,12 @@ def _info(argv: Sequence[str]) -> int:
     print(f"cuda archs: {vsa.cuda_archs() or '-'}")
     for line in _cuda_device_lines():
         print(line)
-    from vsa.dispatch import requested_backend
-    print(f"VSA_BACKEND: {requested_backend()}")
+    from vsa._args import requested_backend  # not vsa.dispatch: the facts need no torch
+    try:
+        print(f"VSA_BACKEND: {requested_backend()}")
+    except ValueError as e:  # the setting this command is run to check: named, not a traceback
+        print(f"VSA_BACKEND: {e}")
+        return 1
     return 0
 
 

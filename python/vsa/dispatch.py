@@ -16,22 +16,12 @@ The variable is read at every call, so it can be changed between calls.
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional, Sequence
 
 import torch
 
 from vsa import _C
-from vsa._args import invalid_argument
-
-BACKENDS = ("auto", "cpu", "cuda")
-
-
-def requested_backend() -> str:
-    choice = os.environ.get("VSA_BACKEND", "auto").strip().lower() or "auto"
-    if choice not in BACKENDS:
-        raise invalid_argument("VSA_BACKEND", "auto, cpu or cuda", repr(choice))
-    return choice
+from vsa._args import BACKENDS, invalid_argument, requested_backend  # noqa: F401 (vsa.dispatch's API)
 
 
 def select_backend(device: torch.device) -> str:

@@ -17,6 +17,24 @@ def test_info(capsys):
     assert f"cuda kernels: {'yes' if vsa.cuda_compiled() else 'no'}" in out
 
 
+def test_info_names_an_invalid_backend(monkeypatch, capsys):
+    # The setting `vsa info` is run to check ended it with a traceback.
+    monkeypatch.setenv("VSA_BACKEND", "gpu")
+    assert cli.main(["info"]) == 1
+    out = capsys.readouterr().out
+    assert "cuda kernels:" in out
+    assert "VSA_BACKEND: vsa: invalid argument 'VSA_BACKEND': expected auto, cpu or cuda, got 'gpu'" in out
+
+
+def test_info_needs_no_torch():
+    # The package imports without torch (vsa/__init__.py) and so do the build facts; `vsa info`
+    # read VSA_BACKEND through vsa.dispatch, which imports torch.
+    code = "import sys; sys.modules['torch'] = None; from vsa.cli import main; sys.exit(main(['info']))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "VSA_BACKEND: auto" in result.stdout
+
+
 def test_usage_and_unknown_command(capsys):
     assert cli.main([]) == 2
     assert "usage: vsa" in capsys.readouterr().err
