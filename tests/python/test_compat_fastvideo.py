@@ -104,6 +104,22 @@ def test_install_does_not_silently_replace_another_fastvideo_kernel(clean_module
     assert vsa.compat.install(replace=True) is fk
 
 
+def test_install_replace_drops_the_replaced_packages_modules(clean_modules):
+    # replace=True registered vsa's package and submodules, but the replaced package's other
+    # modules still imported by name: its extension, which FastVideo code probes to pick a
+    # backend, and its optional backends.
+    for name in ("fastvideo_kernel", "fastvideo_kernel._C", "fastvideo_kernel.block_sparse_attn",
+                 "fastvideo_kernel.triton_kernels.st_attn_triton"):
+        clean_modules.setitem(sys.modules, name, ModuleType(name))
+    assert vsa.compat.install(replace=True) is fk
+    with pytest.raises(ModuleNotFoundError):
+        import fastvideo_kernel._C  # noqa: F401
+    with pytest.raises(ModuleNotFoundError):
+        import fastvideo_kernel.triton_kernels.st_attn_triton  # noqa: F401
+    assert sys.modules["fastvideo_kernel.block_sparse_attn"] is fk_bsa
+    assert vsa.compat.install() is fk and sys.modules["fastvideo_kernel.ops"].__name__.startswith("vsa.compat.")
+
+
 @pytest.mark.parametrize("name", UNSUPPORTED)
 def test_what_vsa_does_not_do_raises_naming_it(name):
     with pytest.raises(vsa.UnsupportedError, match=name):

@@ -33,8 +33,9 @@ def install(*, replace: bool = False) -> ModuleType:
     """Registers vsa.compat.fastvideo_kernel (and its submodules) as ``fastvideo_kernel``.
 
     Idempotent. If the real fastvideo_kernel is already imported, refuses
-    (its functions may already be bound in other modules) unless replace=True.
-    Returns the shim module.
+    (its functions may already be bound in other modules) unless replace=True,
+    which also drops its other imported modules from sys.modules (they would
+    still import by name). Returns the shim module.
     """
     shim = _shim()
     current = sys.modules.get(IMPORT_NAME)
@@ -43,6 +44,11 @@ def install(*, replace: bool = False) -> ModuleType:
             f"vsa.compat.install: '{IMPORT_NAME}' is already imported from "
             f"{getattr(current, '__file__', current)!r}; call install() before anything imports it, "
             "or pass replace=True")
+    # A replaced package's other modules (its extension `_C`, optional backends) would still
+    # answer `import fastvideo_kernel.<name>` from sys.modules, beside vsa's.
+    for name in [n for n in sys.modules if n.startswith(IMPORT_NAME + ".")]:
+        if not getattr(sys.modules[name], "__name__", "").startswith(shim.__name__ + "."):
+            del sys.modules[name]
     sys.modules[IMPORT_NAME] = shim
     for name in SUBMODULES:
         sys.modules[f"{IMPORT_NAME}.{name}"] = importlib.import_module(f"vsa.compat.fastvideo_kernel.{name}")
