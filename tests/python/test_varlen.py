@@ -163,6 +163,14 @@ def test_varlen_attention_names_offsets_of_the_wrong_rank(gen):
         vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs, cu_q, cu_kv[None])
 
 
+def test_varlen_attention_names_block_sizes_of_the_wrong_rank(gen):
+    # The offsets check read vbs.shape[0] first: a 0-d vbs raised 'tuple index out of range'.
+    videos = draw_videos(gen, [(1, 1)])
+    q, k, v, idx, num, vbs, cu_q, cu_kv = packed(videos, "cpu")
+    with pytest.raises(ValueError, match="'variable_block_sizes': expected rank 1"):
+        vsa.block_sparse_attn_varlen(q, k, v, idx, num, vbs[0], cu_q, cu_kv)
+
+
 def test_varlen_compiles_fullgraph(gen):
     """The list packing is an op of its own: torch.compile captures it with the attention."""
     videos = draw_videos(gen, [(2, 3), (1, 2)])
