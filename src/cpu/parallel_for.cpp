@@ -1,5 +1,7 @@
 #include "cpu/parallel_for.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -50,8 +52,17 @@ class ThreadPool {
   static ThreadPool& instance() {
     // Never destroyed: workers may still be asleep at exit, and joining them
     // from a static destructor would race with other static destructors.
-    static ThreadPool* pool = new ThreadPool;
-    return *pool;
+    // A child made by fork() has only the thread that forked: the parent's
+    // workers are not there to take a job or to report its end, and its
+    // locks may be held by them. So the child starts with a pool of its own
+    // (workers started on first use, as here); the parent's is left alone.
+    static const bool created = [] {
+      current_ = new ThreadPool;
+      ::pthread_atfork(nullptr, nullptr, [] { current_ = new ThreadPool; });
+      return true;
+    }();
+    (void)created;
+    return *current_;
   }
 
   // Runs `job` on the calling thread and `helpers` workers; false (nothing
@@ -103,6 +114,7 @@ class ThreadPool {
     }
   }
 
+  static inline ThreadPool* current_ = nullptr;  // this process's pool (instance())
   std::atomic<bool> busy_{false};  // set while one caller's job runs
   std::mutex mutex_;                // guards everything below
   std::condition_variable wake_, done_;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -166,6 +168,44 @@ TEST(ParallelFor, ThreadsThatCannotStartLeaveTheCallAndThePoolWorking) {
         std::_Exit(g_threads_seen.load() == 2 ? 0 : 3);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// A child made by fork() has only the thread that forked: the parent's
+// workers are not there. Its first call ran the items on the calling thread,
+// then waited for workers that would never report (a DataLoader worker or a
+// multiprocessing child hung in its first vsa call). The pool runs here with
+// two threads before the fork; the child must visit every item and return,
+// with a pool of its own (two threads again), well before its alarm.
+TEST(ParallelFor, AForkedChildGetsAPoolOfItsOwn) {
+  ThreadsEnv env("2");
+  g_threads_seen = 0;
+  cpu::parallel_for(64, [](std::int64_t) {
+    note_thread();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  });
+  ASSERT_GE(g_threads_seen.load(), 1);
+  const pid_t child = ::fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    ::alarm(10);  // a hang ends as SIGALRM, which the parent reports
+    std::vector<std::atomic<int>> visits(1000);
+    cpu::parallel_for(1000, [&](std::int64_t item) { ++visits[static_cast<std::size_t>(item)]; });
+    for (const auto& v : visits)
+      if (v.load() != 1) std::_Exit(2);
+    std::thread([] {  // a fresh caller thread, so the count is the child's pool alone
+      g_threads_seen = 0;
+      for (int call = 0; call < 20; ++call)
+        cpu::parallel_for(64, [](std::int64_t) {
+          note_thread();
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        });
+    }).join();
+    std::_Exit(g_threads_seen.load() == 2 ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed: signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: an item visited other than once; 3: the child's pool did not run two threads";
 }
 
 }  // namespace
