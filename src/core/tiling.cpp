@@ -94,7 +94,14 @@ std::vector<std::int64_t> non_pad_index(const std::vector<std::int64_t>& vbs, st
     if (vbs[b] < 0 || vbs[b] > block)
       detail::fail("vbs", "values in [0, block = " + std::to_string(block) + "]",
                    std::to_string(vbs[b]) + " at block " + std::to_string(b));
-    const auto start = static_cast<std::int64_t>(b) * block;
+    if (vbs[b] == 0) continue;
+    // A real token's position b·block + offset must fit int64 (it wrapped to a negative one).
+    std::int64_t start = 0, last = 0;
+    if (__builtin_mul_overflow(static_cast<std::int64_t>(b), block, &start) ||
+        __builtin_add_overflow(start, vbs[b] - 1, &last))
+      detail::fail("block", "a block size whose real tokens' positions b·block + offset fit int64",
+                   std::to_string(block) + " with " + std::to_string(vbs[b]) + " real tokens in block " +
+                       std::to_string(b));
     for (std::int64_t offset = 0; offset < vbs[b]; ++offset) positions.push_back(start + offset);
   }
   return positions;

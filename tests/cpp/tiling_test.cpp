@@ -88,6 +88,10 @@ TEST(Tiling, CountsAtTheEndOfInt64) {
   EXPECT_EQ(num_tiles({most, 1, 1}, {most, 1, 1}), 1);
   EXPECT_EQ(variable_block_sizes({most, 1, 1}, {most, 1, 1}), (std::vector<std::int64_t>{most}));
   EXPECT_EQ(variable_block_sizes({most, 1, 1}, {most - 1, 1, 1}), (std::vector<std::int64_t>{most - 1, 1}));
+  // Positions up to int64's end; no real token, no position.
+  EXPECT_EQ(non_pad_index({0, 1}, std::int64_t{1} << 62), (std::vector<std::int64_t>{std::int64_t{1} << 62}));
+  EXPECT_EQ(non_pad_index({0, 1}, most), (std::vector<std::int64_t>{most}));
+  EXPECT_EQ(non_pad_index({1, 0, 0}, most), (std::vector<std::int64_t>{0}));
 }
 
 TEST(Tiling, RejectsBadShapes) {
@@ -111,6 +115,10 @@ TEST(Tiling, RejectsBadShapes) {
   EXPECT_EQ(argument_of([] { non_pad_index({64, 65}, 64); }), "vbs");
   EXPECT_EQ(argument_of([] { non_pad_index({-1}, 64); }), "vbs");
   EXPECT_EQ(argument_of([] { non_pad_index({1}, 0); }), "block");
+  // A real token's position past int64 is refused, not wrapped (block 2 of
+  // 2^62 tokens started at -2^63).
+  EXPECT_EQ(argument_of([] { non_pad_index({0, 0, 1}, std::int64_t{1} << 62); }), "block");
+  EXPECT_EQ(argument_of([] { non_pad_index({0, 2}, std::numeric_limits<std::int64_t>::max()); }), "block");
 }
 
 }  // namespace
