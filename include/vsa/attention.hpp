@@ -55,6 +55,7 @@ struct ForwardParams {
   AttentionInputs in;
   TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D (on
                          // CUDA, rows 16-byte aligned: outer strides multiples of 8 elements)
+                         // whose rows do not overlap (as for every tensor a call writes)
   TensorRef lse;         // [B, H, Sq] fp32; may be undefined when need_lse is false
   bool need_lse = true;
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU

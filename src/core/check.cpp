@@ -1,6 +1,7 @@
 #include "core/check.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -51,6 +52,36 @@ void expect_like(const TensorRef& t, const char* name, const TensorRef& like, co
     fail(std::string(name) + ".dtype", std::string(dtype_name(like.dtype)) + " (as " + like_name + ")",
          dtype_name(t.dtype));
   expect_shape(t, name, like);
+}
+
+// A written sequence tensor whose rows (or elements) certainly overlap: an outer axis (B, H or S)
+// of extent above 1 with a stride under D in magnitude (0 included: a broadcast), or two such
+// axes with one stride. Its rows would be written by racing threads, each the last to write
+// some of them. A view whose rows interleave without touching is not refused; nor, in
+// principle, is one that overlaps only in a subtler way (an exact test is a subset-sum problem).
+void expect_distinct_rows(const TensorRef& t, const char* name) {
+  const auto magnitude = [](std::int64_t v) {  // |v|, without overflow at INT64_MIN
+    return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+  };
+  const auto row = static_cast<std::uint64_t>(t.shape[3]);
+  if (t.numel() == 0) return;  // its strides say nothing; its extents are refused elsewhere
+  for (int a = 0; a < 3; ++a) {
+    if (t.shape[a] < 2) continue;
+    bool shared = magnitude(t.stride[a]) < row;
+    for (int b = 0; b < a && !shared; ++b)
+      shared = t.shape[b] > 1 && magnitude(t.stride[b]) == magnitude(t.stride[a]);
+    if (shared)
+      fail(std::string(name) + ".stride",
+           "rows that do not overlap, as a written tensor's must (outer strides distinct and at least D = " +
+               str(t.shape[3]) + " in magnitude, where the extent is above 1)",
+           "strides [" + str(t.stride[0]) + ", " + str(t.stride[1]) + ", " + str(t.stride[2]) + ", " +
+               str(t.stride[3]) + "] over " + t.shape_string());
+  }
+}
+
+void expect_output_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name) {
+  expect_like(t, name, like, like_name);
+  expect_distinct_rows(t, name);
 }
 
 namespace {
@@ -231,7 +262,7 @@ float resolved_scale(const AttentionInputs& in, const ProblemShape& s) {
 }
 
 void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
-  expect_like(p.out, "out", p.in.q, "q");
+  expect_output_like(p.out, "out", p.in.q, "q");
   if (p.need_lse) expect_lse(p.lse, "lse", p.in.q, s);
   if (!p.coarse.defined()) {
     if (p.gate.defined()) fail("gate", "undefined when coarse is (the gate weights coarse)", "a tensor");
@@ -245,16 +276,16 @@ void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
   expect_shape(p.coarse, "coarse", {s.batch, s.heads, s.num_q_blocks, s.head_dim});
   expect_contiguous(p.coarse, "coarse");
   if (p.gate.defined()) expect_like(p.gate, "gate", p.in.q, "q");
-  if (p.fine.defined()) expect_like(p.fine, "fine", p.in.q, "q");
+  if (p.fine.defined()) expect_output_like(p.fine, "fine", p.in.q, "q");
 }
 
 void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {
   expect_like(p.out, "out", p.in.q, "q");
   expect_like(p.dout, "dout", p.in.q, "q");
   expect_lse(p.lse, "lse", p.in.q, s);
-  expect_like(p.dq, "dq", p.in.q, "q");
-  expect_like(p.dk, "dk", p.in.k, "k");
-  expect_like(p.dv, "dv", p.in.k, "k");
+  expect_output_like(p.dq, "dq", p.in.q, "q");
+  expect_output_like(p.dk, "dk", p.in.k, "k");
+  expect_output_like(p.dv, "dv", p.in.k, "k");
   const auto expect_mean_grad = [&](const TensorRef& t, const char* name, std::int64_t heads, std::int64_t blocks) {
     if (!t.defined()) return;
     expect_rank(t, name, 4);

@@ -31,6 +31,10 @@ void expect_sequence_tensor(const TensorRef& t, const char* name);
 void expect_dtype(const TensorRef& t, const char* name, DType dtype);
 // A sequence tensor with the shape, dtype and device of `like`.
 void expect_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
+// A sequence tensor the call writes: no two of its rows (or elements) certainly at one place.
+void expect_distinct_rows(const TensorRef& t, const char* name);
+// expect_like and expect_distinct_rows.
+void expect_output_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
 
 // Outputs of the forward pass (out, and lse when need_lse) and its optional
 // epilogue addend (coarse, gate).

@@ -20,6 +20,7 @@ using detail::expect_defined;
 using detail::expect_dtype;
 using detail::expect_int_dtype;
 using detail::expect_like;
+using detail::expect_output_like;
 using detail::expect_rank;
 using detail::expect_same_device;
 using detail::expect_sequence_tensor;
@@ -184,6 +185,7 @@ void block_means(const BlockMeansParams& p) {
 
 void block_mean_backward(const BlockMeanBackwardParams& p) {
   check_block_tensors(p.dx, "dx", p.valid_counts, p.dmean, "dmean", p.layout);
+  detail::expect_distinct_rows(p.dx, "dx");
   if (p.dx.device == Device::cpu)
     cpu::block_mean_backward(p);
   else
@@ -232,7 +234,7 @@ void coarse_stage_backward(const CoarseStageBackwardParams& p) {
 
 void gate_combine(const GateCombineParams& p) {
   check_combine_tensors(p.fine, "fine", p.coarse, p.gate, p.layout);
-  expect_like(p.out, "out", p.fine, "fine");
+  expect_output_like(p.out, "out", p.fine, "fine");
   if (p.fine.device == Device::cpu)
     cpu::gate_combine(p);
   else
@@ -244,7 +246,7 @@ void gate_combine_backward(const GateCombineBackwardParams& p) {
   expect_f32(p.dcoarse, "dcoarse", p.dout, "dout",
              {p.coarse.shape[0], p.coarse.shape[1], p.coarse.shape[2], p.coarse.shape[3]});
   if (p.gate.defined())
-    expect_like(p.dgate, "dgate", p.dout, "dout");
+    expect_output_like(p.dgate, "dgate", p.dout, "dout");
   else if (p.dgate.defined())
     fail("dgate", "undefined when there is no gate", "a tensor");
   if (p.dout.device == Device::cpu)

@@ -227,6 +227,14 @@ TEST(ForwardRejects, NonUnitHeadDimStride) {
   expect_forward_rejects("out.stride", [](ForwardParams& p, AttentionProblem&) { p.out.stride[3] = 2; });
 }
 
+// A written tensor whose rows certainly overlap: its rows would be written by racing threads.
+// Each view stays inside its buffer (smaller strides reach less).
+TEST(ForwardRejects, WrittenRowsThatOverlap) {
+  expect_forward_rejects("out.stride", [](ForwardParams& p, AttentionProblem&) { p.out.stride[2] = 0; });
+  expect_forward_rejects("out.stride", [](ForwardParams& p, AttentionProblem&) { p.out.stride[2] /= 2; });
+  expect_forward_rejects("out.stride", [](ForwardParams& p, AttentionProblem&) { p.out.stride[1] = p.out.stride[2]; });
+}
+
 TEST(ForwardRejects, NonContiguousMetadata) {
   // One id per row while the rows stay max_kv = 3 apart.
   expect_forward_rejects("q2k_idx.stride",
@@ -300,6 +308,9 @@ TEST(BackwardRejects, MissingOrMisshapenTensors) {
   expect_backward_rejects("dk.shape", [](BackwardParams& p, AttentionProblem&) { p.dk.shape[1] = 1; });
   expect_backward_rejects("dv.dtype", [](BackwardParams& p, AttentionProblem&) { p.dv.dtype = DType::f16; });
   expect_backward_rejects("dv.stride", [](BackwardParams& p, AttentionProblem&) { p.dv.stride[3] = 2; });
+  expect_backward_rejects("dq.stride", [](BackwardParams& p, AttentionProblem&) { p.dq.stride[2] = 0; });
+  expect_backward_rejects("dk.stride", [](BackwardParams& p, AttentionProblem&) { p.dk.stride[1] = 0; });
+  expect_backward_rejects("dv.stride", [](BackwardParams& p, AttentionProblem&) { p.dv.stride[0] = p.dv.stride[2]; });
   expect_backward_rejects("dq.device",
                           [](BackwardParams& p, AttentionProblem&) { p.dq.device = Device::cuda; });
   expect_backward_rejects("q", [](BackwardParams& p, AttentionProblem&) { p.in.q.rank = 2; });

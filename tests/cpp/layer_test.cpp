@@ -564,6 +564,9 @@ TEST(LayerRejects, BadArguments) {
   expect_error_on("gate.dtype", [&] { gate_combine({x.ref(), coarse.ref(), fp16_gate.ref(), out.ref()}); });
   const HostTensor three_block_coarse = random_f32(rng, {1, 2, 3, 64});
   expect_error_on("coarse.shape", [&] { gate_combine({x.ref(), three_block_coarse.ref(), TensorRef{}, out.ref()}); });
+  TensorRef broadcast_out = out.ref();
+  broadcast_out.stride[2] = 0;  // every token's row at one place
+  expect_error_on("out.stride", [&] { gate_combine({x.ref(), coarse.ref(), TensorRef{}, broadcast_out}); });
   EXPECT_TRUE(out.untouched());
   HostTensor dcoarse(DType::f32, {1, 2, 2, 64});
   expect_error_on("dgate", [&] {

@@ -28,6 +28,22 @@ bool contiguous(const TensorRef& t) {
   return true;
 }
 
+// A tensor a call writes: no outer axis of extent above 1 steps less than a row's D elements
+// (a step of 0 included), and no two such axes step the same distance either way. Either would
+// put two rows on one place. Empty tensors pass: their extents are what is wrong.
+bool rows_apart(const TensorRef& t) {
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] == 0) return true;
+  const auto distance = [](std::int64_t stride) { return stride < 0 ? -Int(stride) : Int(stride); };
+  for (int a = 0; a < 3; ++a) {
+    if (t.shape[a] < 2) continue;
+    if (distance(t.stride[a]) < t.shape[3]) return false;
+    for (int b = a + 1; b < 3; ++b)
+      if (t.shape[b] > 1 && distance(t.stride[b]) == distance(t.stride[a])) return false;
+  }
+  return true;
+}
+
 // Extents >= 0 and a byte count below 2^63 (rank already checked).
 bool addressable(const TensorRef& t) {
   const Int limit = Int(1) << 63;
@@ -129,6 +145,7 @@ Verdict inputs_verdict(const AttentionInputs& in) {
 
 Verdict outputs_verdict(const ForwardParams& p, const ProblemShape& s) {
   if (!like(p.out, p.in.q)) return broken("out: present, rank 4, shaped, typed and placed as q, unit stride on D");
+  if (!rows_apart(p.out)) return broken("out: rows that do not overlap");
   if (p.need_lse && !lse_tensor(p.lse, p.in.q, s))
     return broken("lse: float32 [B, H, Sq], contiguous, on q's device");
   return Verdict{true, "", s};
@@ -142,6 +159,7 @@ Verdict backward_tensors_verdict(const BackwardParams& p, const ProblemShape& s)
   if (!like(p.dq, q)) return broken("dq: present, rank 4, shaped, typed and placed as q, unit stride on D");
   if (!like(p.dk, k) || !like(p.dv, k))
     return broken("dk, dv: present, rank 4, shaped, typed and placed as k, unit stride on D");
+  if (!rows_apart(p.dq) || !rows_apart(p.dk) || !rows_apart(p.dv)) return broken("dq, dk, dv: rows that do not overlap");
   return Verdict{true, "", s};
 }
 
