@@ -40,10 +40,34 @@ struct Scratch {
   ScratchBuffer call_scores, call_grads;
 };
 
-// The calling thread's scratch.
+// The thread's scratch, or null before its first call and once it is freed.
+// A pointer (trivially destructible), so that it can still be read after the
+// thread's thread_local objects with destructors are destroyed.
+inline thread_local Scratch* t_scratch = nullptr;
+
+// Frees the thread's scratch when the thread ends.
+struct ThreadScratchOwner {
+  ThreadScratchOwner() = default;
+  ThreadScratchOwner(const ThreadScratchOwner&) = delete;
+  ThreadScratchOwner& operator=(const ThreadScratchOwner&) = delete;
+  ~ThreadScratchOwner() {
+    delete t_scratch;
+    t_scratch = nullptr;
+  }
+};
+
+// The calling thread's scratch. A thread may call after its thread_local
+// objects are destroyed: the main thread from an atexit handler or a static
+// object's destructor (which run after them), any thread from a destructor of
+// its own thread_local objects. Such a call gets scratch of its own, never
+// freed (a thread_local Scratch was destroyed by then, and the call wrote
+// into the buffers its destruction had freed).
 inline Scratch& thread_scratch() {
-  thread_local Scratch scratch;
-  return scratch;
+  if (t_scratch == nullptr) {
+    t_scratch = new Scratch;
+    thread_local ThreadScratchOwner owner;  // made on the thread's first call only
+  }
+  return *t_scratch;
 }
 
 }  // namespace vsa::cpu
