@@ -236,3 +236,22 @@ def test_a_copy_of_an_installed_model_tiles_its_own_latents(gen):
         got = run(twin, large)  # the copy at another grid, the original's still the small one
         assert torch.equal(got, run(model, large))
         assert model.blocks[0].attn1.processor.grid is not twin.blocks[0].attn1.processor.grid
+
+
+@pytest.mark.parametrize("mode, topk", [("dense", None), ("fine", 2), ("vsa", 2)])
+def test_blocks_run_where_their_inputs_are_moved(gen, monkeypatch, mode, topk):
+    """The grid hook sees the latent where it enters the model. With diffusers' device_map the
+    blocks run elsewhere: accelerate moves a module's inputs to its device inside its forward,
+    after the model's pre-hooks (a pipeline's transformer on another GPU than the latents, a
+    model split over GPUs), and the processors tiled cuda:1 tokens with cuda:0 indices (a
+    device mismatch in tile). The meta device stands in for the latent's other GPU."""
+    model = tiny_wan(gen, 1)
+    args = inputs(gen, torch.float32, "cpu")
+    with vsa_diffusers.install(model, mode=mode, topk=topk):
+        want = run(model, args)
+        set_grid = vsa_diffusers.LatentGrid.set
+        monkeypatch.setattr(vsa_diffusers.LatentGrid, "set",
+                            lambda grid, shape, device: set_grid(grid, shape, torch.device("meta")))
+        got = run(model, args)
+        assert model.blocks[0].attn1.processor.grid.metadata.variable_block_sizes.is_meta
+    assert torch.equal(got, want)

@@ -94,3 +94,15 @@ def test_prebuilt_metadata_serves_as_the_grid(gen):
     assert torch.equal(grid_attention(q, k, v, meta, mode="fine", topk=3), want)
     with pytest.raises(ValueError, match="invalid argument 'tile_size'"):
         grid_attention(q, k, v, meta, mode="fine", topk=3, tile_size=(2, 8, 4))
+
+
+@pytest.mark.parametrize("mode, topk", [("dense", None), ("fine", 3), ("vsa", 2)])
+def test_metadata_of_another_device_serves_the_tokens_device(gen, mode, topk):
+    """Metadata built on another device than the tokens' (a model hook that saw the latent before
+    it was moved to the block's device: diffusers' device_map, a model split over GPUs) is taken
+    as its grid, the tiling on the tokens' device; it raised a device mismatch in tile(). The meta
+    device stands in for the other GPU."""
+    q, k, v, _ = draw(gen, (5, 6, 7), batch=1)
+    elsewhere = vsa.build_vsa_metadata((5, 6, 7), (4, 4, 4), device="meta")
+    want = grid_attention(q, k, v, (5, 6, 7), mode=mode, topk=topk)
+    assert torch.equal(grid_attention(q, k, v, elsewhere, mode=mode, topk=topk), want)

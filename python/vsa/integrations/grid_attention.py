@@ -69,15 +69,28 @@ def _every_block(batch: int, heads: int, num_blocks: int,
             num.expand(batch, heads, num_blocks))
 
 
+@torch.compiler.disable
+def _metadata_on(meta: VSAMetadata, device: torch.device) -> VSAMetadata:
+    """meta's tiling with its tensors on `device` (build_vsa_metadata keeps one per device)."""
+    return build_vsa_metadata(meta.latent_shape, meta.tile_size, device=device)
+
+
 def grid_metadata(grid: Union[Sequence[int], VSAMetadata], tile_size: Sequence[int],
                   device: torch.device) -> VSAMetadata:
-    """The tiling of `grid` (T, H, W), or `grid` itself when it is already one (with
-    tile_size's tiles)."""
+    """The tiling of `grid` (T, H, W) on `device` (the tokens'), or `grid` itself when it is
+    already one (with tile_size's tiles) there.
+
+    Metadata built on another device is taken as its grid: the same tiling on `device`. A
+    model hook sees the latent where it enters the model, which need not be where a block
+    runs (diffusers' device_map: accelerate moves each block's inputs to its device after the
+    model's own pre-hooks ran; a model split over GPUs)."""
     if not isinstance(grid, VSAMetadata):
         return build_vsa_metadata(tuple(grid), tuple(tile_size), device=device)
     if grid.tile_size != tuple(tile_size):
         raise invalid_argument("tile_size", f"the tile of the metadata passed as grid, "
                                f"{grid.tile_size}", tuple(tile_size))
+    if grid.variable_block_sizes.device != device:  # a constant under torch.compile: no break where equal
+        return _metadata_on(grid, device)
     return grid
 
 
