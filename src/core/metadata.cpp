@@ -55,6 +55,12 @@ void expect_matching_outputs(const TensorRef& q2k_idx, const TensorRef& q2k_num)
          dtype_name(q2k_num.dtype));
 }
 
+// An int32 output whose values may reach `largest` (ids or counts) would wrap past 2^31 - 1.
+void expect_int32_holds(const TensorRef& out, const char* name, std::int64_t largest, const std::string& why) {
+  if (out.dtype == DType::i32 && largest >= kInt32Ids)
+    fail(std::string(name) + ".dtype", "int64 for values up to " + str(largest) + " (" + why + ")", "int32");
+}
+
 // Block offsets [N+1] of a packed batch: 0 first, never decreasing.
 void expect_offsets_values(const TensorRef& cu, const char* name) {
   if (detail::load_int(cu, 0) != 0) fail(name, "0 as its first entry", str(detail::load_int(cu, 0)));
@@ -113,6 +119,8 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
   expect_block_lists(q2k_idx, "q2k_idx", q2k_num, "q2k_num", block_map, "block_map");
   expect_shape(q2k_idx, "q2k_idx", block_map);
   expect_matching_outputs(q2k_idx, q2k_num);
+  // Ids below NK and counts up to NK.
+  expect_int32_holds(q2k_idx, "q2k_idx", block_map.shape[3], "NK = " + str(block_map.shape[3]) + " KV blocks");
 
   if (block_map.device == Device::cpu)
     cpu::map_to_index(block_map, q2k_idx, q2k_num);
@@ -127,6 +135,9 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
   expect_int_tensor(k2q_idx, "k2q_idx", 4, q2k_idx, "q2k_idx");
   expect_shape(k2q_idx, "k2q_idx", {q2k_idx.shape[0], q2k_idx.shape[1], num_kv_blocks, k2q_idx.shape[3]});
   expect_block_lists(k2q_idx, "k2q_idx", k2q_num, "k2q_num", q2k_idx, "q2k_idx");
+  // Query-block ids below NQ; counts up to the capacity (max_q).
+  expect_int32_holds(k2q_idx, "k2q_idx", q2k_idx.shape[2] - 1, "NQ = " + str(q2k_idx.shape[2]) + " query blocks");
+  expect_int32_holds(k2q_num, "k2q_num", k2q_idx.shape[3], "max_q = " + str(k2q_idx.shape[3]) + " entries");
 
   if (q2k_idx.device == Device::cpu) {
     detail::check_block_list_values(q2k_idx, "q2k_idx", q2k_num, "q2k_num", num_kv_blocks);

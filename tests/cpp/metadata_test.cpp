@@ -269,6 +269,11 @@ TEST(MetadataRejects, BadArguments) {
   cuda_num.device = Device::cuda;
   expect_error_on("q2k_num.device", [&] { map_to_index(map.ref, idx.ref(), cuda_num); });
   expect_error_on("q2k_idx", [&] { map_to_index(map.ref, TensorRef{}, num.ref()); });
+  // Past 2^31 - 1 KV blocks int32 ids wrap. Only the descriptors are large: refused before any read.
+  TensorRef huge_map = map.ref, huge_idx = idx.ref();
+  huge_map.shape[3] = huge_idx.shape[3] = (std::int64_t{1} << 31) + 1;
+  huge_map.stride = huge_idx.stride = {6 * huge_map.shape[3], 3 * huge_map.shape[3], huge_map.shape[3], 1};
+  expect_error_on("q2k_idx.dtype", [&] { map_to_index(huge_map, huge_idx, num.ref()); });
   EXPECT_TRUE(idx.untouched());
   EXPECT_TRUE(num.untouched());
 
@@ -290,6 +295,12 @@ TEST(MetadataRejects, BadArguments) {
   const HostTensor out_of_range = int_tensor(DType::i32, {1, 1, 2, 2}, {0, 1, 2, 0});
   expect_error_on(
       "q2k_idx", [&] { invert_indices(out_of_range.ref(), q2k_num.ref(), 2, k2q_idx.ref(), k2q_num.ref()); });
+  // A capacity past 2^31 - 1 entries: int32 counts would wrap. Refused before any read.
+  TensorRef huge_k2q = k2q_idx.ref();
+  huge_k2q.shape[3] = std::int64_t{1} << 31;
+  huge_k2q.stride = {4 * huge_k2q.shape[3], 2 * huge_k2q.shape[3], huge_k2q.shape[3], 1};
+  expect_error_on("k2q_num.dtype",
+                  [&] { invert_indices(q2k_idx.ref(), q2k_num.ref(), 2, huge_k2q, k2q_num.ref()); });
   EXPECT_TRUE(k2q_idx.untouched());
   EXPECT_TRUE(k2q_num.untouched());
 
