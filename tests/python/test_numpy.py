@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import vsa
-from attention_reference import TOLERANCE, make_problem, reference_attention, rel_error
+from attention_reference import EMPTY_ROW_LSE, TOLERANCE, make_problem, reference_attention, rel_error
 
 
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
@@ -22,6 +22,12 @@ def test_matches_reference(gen, layout, dtype):
     assert isinstance(out, np.ndarray) and out.dtype == arrays[0].dtype
     assert rel_error(torch.from_numpy(out), ref_out) <= TOLERANCE[dtype]
     assert lse.shape == ref_lse.shape and lse.dtype == np.float32
+    # lse's values too (base 2, the sentinel where a row attends nothing), as
+    # test_attention_forward.py checks block_sparse_attn's.
+    lse = torch.from_numpy(lse)
+    empty = ref_lse == EMPTY_ROW_LSE
+    assert torch.all(lse[empty] == EMPTY_ROW_LSE)
+    assert torch.allclose(lse[~empty].double(), ref_lse[~empty], rtol=0, atol=1e-4)
 
 
 def test_other_integer_types_and_strides(gen):
