@@ -213,6 +213,8 @@ def test_large_block_entry_points(gen, device, block, layout):
         expect_close(g, w, BF16, f"d{name}")
     _, lse = entry[block, layout](to_layout(q), to_layout(k), to_layout(v), block_map[0], vbs)
     assert lse.shape == (1, 2, 3 * block)  # [B, H, S] in both layouts
+    _, want_lse = masked_attention(q, k, v, token_mask(block_map, vbs, block, block))
+    assert torch.allclose(lse.cpu().double(), want_lse.cpu(), atol=2e-2, rtol=0)  # base 2, like FastVideo's M
 
 
 # ---- the VSA layer ----------------------------------------------------------------------------------------
