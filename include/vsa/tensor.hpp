@@ -29,7 +29,9 @@ struct TensorRef {
   Device device = Device::cpu;
   int device_index = 0;
 
-  // Row-major (C-contiguous) view of `data` with the given shape.
+  // Row-major (C-contiguous) view of `data` with the given shape. A shape of
+  // more than kMaxRank extents gives a descriptor of that rank holding its
+  // first kMaxRank extents, which every call refuses.
   static TensorRef contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                               Device device = Device::cpu, int device_index = 0);
 

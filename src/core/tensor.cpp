@@ -38,10 +38,17 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, std::initializer_list<s
   t.rank = static_cast<int>(shape.size());
   t.device = device;
   t.device_index = device_index;
+  // The descriptor holds kMaxRank extents: a longer shape keeps its rank,
+  // which every call refuses, and only its first kMaxRank extents (writing
+  // the rest overran shape and stride into device, device_index and past
+  // the object).
   int d = 0;
-  for (std::int64_t extent : shape) t.shape[d++] = extent;
+  for (std::int64_t extent : shape) {
+    if (d == kMaxRank) break;
+    t.shape[d++] = extent;
+  }
   std::int64_t step = 1;
-  for (int i = t.rank - 1; i >= 0; --i) {
+  for (int i = d - 1; i >= 0; --i) {
     t.stride[i] = step;
     step *= t.shape[i];
   }

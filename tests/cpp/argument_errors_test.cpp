@@ -2,6 +2,7 @@
 // argument, and no output touched (outputs were poisoned before the call).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -87,6 +88,34 @@ TEST(ForwardRejects, RankOutsideTheDescriptor) {
     expect_forward_rejects("lse.shape", [&](ForwardParams& p, AttentionProblem&) { p.lse.rank = rank; });
     expect_forward_rejects("q2k_idx", [&](ForwardParams& p, AttentionProblem&) { p.in.q2k_idx.rank = rank; });
   }
+}
+
+// TensorRef::contiguous given more extents than the descriptor holds (a
+// 5-d view passed by mistake): the descriptor keeps that rank, which every
+// call refuses, and nothing else. Before, the extents past kMaxRank and
+// their strides were written past shape and stride: a fifth one's stride
+// turned a CPU tensor into a CUDA one, and more ran past the object (which
+// the asan preset reports).
+TEST(ForwardRejects, MoreExtentsThanTheDescriptorHolds) {
+  float x = 0.0f;
+  const TensorRef five = TensorRef::contiguous(&x, DType::f32, {1, 2, 3, 4, 5}, Device::cpu, 3);
+  EXPECT_EQ(five.rank, 5);
+  EXPECT_EQ(five.device, Device::cpu);
+  EXPECT_EQ(five.device_index, 3);
+  EXPECT_EQ(five.shape, (std::array<std::int64_t, kMaxRank>{1, 2, 3, 4}));
+  const TensorRef eight = TensorRef::contiguous(&x, DType::i32, {1, 1, 1, 1, 1, 1, 1, 1}, Device::cuda, 1);
+  EXPECT_EQ(eight.rank, 8);
+  EXPECT_EQ(eight.dtype, DType::i32);
+  EXPECT_EQ(eight.device, Device::cuda);
+  EXPECT_EQ(eight.device_index, 1);
+  expect_forward_rejects("q", [](ForwardParams& p, AttentionProblem&) {
+    const TensorRef& q = p.in.q;
+    p.in.q = TensorRef::contiguous(q.data, q.dtype, {q.shape[0], q.shape[1], q.shape[2], q.shape[3], 1});
+  });
+  expect_forward_rejects("out", [](ForwardParams& p, AttentionProblem&) {
+    const TensorRef& out = p.out;
+    p.out = TensorRef::contiguous(out.data, out.dtype, {out.shape[0], out.shape[1], out.shape[2], out.shape[3], 1});
+  });
 }
 
 // Extents consistent with each other but describing more memory than a
