@@ -47,10 +47,12 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, std::initializer_list<s
     if (d == kMaxRank) break;
     t.shape[d++] = extent;
   }
+  // A step past int64 wraps (by __builtin_mul_overflow; signed overflow is
+  // undefined): no such descriptor passes a call's checks, its numel() is -1.
   std::int64_t step = 1;
   for (int i = d - 1; i >= 0; --i) {
     t.stride[i] = step;
-    step *= t.shape[i];
+    (void)__builtin_mul_overflow(step, t.shape[i], &step);
   }
   return t;
 }

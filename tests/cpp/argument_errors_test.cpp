@@ -131,6 +131,12 @@ TEST(ForwardRejects, ExtentsPastTheAddressSpace) {
   expect_forward_rejects("q2k_idx.shape", [](ForwardParams& p, AttentionProblem&) {
     p.in.q2k_idx.shape[3] = std::int64_t{1} << 60;  // max_kv
   });
+  // The same extents given to TensorRef::contiguous: its strides overflowed
+  // int64 (undefined behaviour, which the asan preset's UBSan stops at).
+  expect_forward_rejects("q.shape", [](ForwardParams& p, AttentionProblem&) {
+    const std::int64_t big = std::int64_t{1} << 40;
+    p.in.q = TensorRef::contiguous(p.in.q.data, p.in.q.dtype, {big, big, big, p.in.q.shape[3]});
+  });
 }
 
 TEST(ForwardRejects, MismatchedShapes) {
