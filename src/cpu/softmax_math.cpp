@@ -24,8 +24,13 @@ namespace vsa::cpu {
 // the CPU supports, so the binary stays portable. The x86-64-v3 and v4 levels
 // (GCC 12 on) bring FMA with AVX2 and AVX-512, which the polynomial below
 // uses, and v2 the SSE4.1 rounding that vectorizes its rint (plain SSE2 has
-// none); older GCC gets clones by vector width alone.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
+// none); older GCC gets clones by vector width alone. Not under
+// ThreadSanitizer: GCC instruments the clones' ifunc resolver, which the
+// loader runs while relocating, before TSan's runtime is set up, so any
+// program linking a -fsanitize=thread build of vsa died before main.
+#if defined(__SANITIZE_THREAD__)
+#define VSA_SIMD_CLONES
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
 #define VSA_SIMD_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "arch=x86-64-v2", "default")))
 #define VSA_SIMD_LEVEL_AVX512 "x86-64-v4"
