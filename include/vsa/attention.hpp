@@ -120,7 +120,8 @@ void backward(const BackwardParams& params);
 std::size_t backward_workspace_bytes(const BackwardParams& params);
 
 // Static facts only (shapes, dtypes, device, arch, layout, alignment): never
-// reads tensor contents, never synchronizes a device.
+// reads tensor contents, never synchronizes a device, never throws (a device
+// that cannot be asked is a no, with the reason).
 Support supported(const AttentionInputs& inputs);
 
 // Checks shapes, dtypes and strides of the inputs (no tensor contents) and

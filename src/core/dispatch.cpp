@@ -30,7 +30,13 @@ Support supported(const AttentionInputs& in) {
     return Support{false, e.what()};
   }
   if (in.q.device == Device::cpu) return Support{true, ""};
-  return cuda::supported(in, s);
+  // A device that cannot be asked (no driver, an index past the per-device caches) is an
+  // answer too: supported() says no where the call itself would fail.
+  try {
+    return cuda::supported(in, s);
+  } catch (const Error& e) {
+    return Support{false, e.what()};
+  }
 }
 
 void forward(const ForwardParams& p) {

@@ -106,14 +106,42 @@ TEST(ArchInBuild, MachineCodeByMajorArchSpecificOnlyThereAndPtxOnward) {
   EXPECT_FALSE(arch_in_build(80, ""));
 }
 
+// A descriptor of a CUDA tensor of `shape` over 256 bytes no call reads: for support checks that
+// answer before any device is asked.
+TensorRef cuda_tensor(DType dtype, std::initializer_list<std::int64_t> shape, int device_index = 0) {
+  alignas(256) static unsigned char no_data[256] = {};
+  return TensorRef::contiguous(no_data, dtype, shape, Device::cuda, device_index);
+}
+
+// A problem the CUDA backend takes, on `device_index`, but for the device itself.
+AttentionInputs small_cuda_problem(int device_index) {
+  AttentionInputs in;
+  in.q = in.k = in.v = cuda_tensor(DType::bf16, {1, 1, 64, 64}, device_index);
+  in.q2k_idx = cuda_tensor(DType::i32, {1, 1, 1, 1}, device_index);
+  in.q2k_num = cuda_tensor(DType::i32, {1, 1, 1}, device_index);
+  in.variable_block_sizes = cuda_tensor(DType::i32, {1}, device_index);
+  return in;
+}
+
+// supported() answers, never throws: a device index past what the backend keeps per device
+// (64), or a device that cannot be asked (no driver, as on CI), is a no with the reason. It threw
+// the device query's error instead.
+TEST(CudaSupport, ADeviceThatCannotBeAskedIsANoNotAnError) {
+  const Support past_the_caches = vsa::supported(small_cuda_problem(64));
+  EXPECT_FALSE(past_the_caches.ok);
+  EXPECT_NE(past_the_caches.reason.find("device index"), std::string::npos) << past_the_caches.reason;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    const Support no_device = vsa::supported(small_cuda_problem(0));
+    EXPECT_FALSE(no_device.ok);
+    EXPECT_FALSE(no_device.reason.empty());
+  }
+}
+
 // The kernels' grids hold at most 65535 (batch, head) pairs: a call with more is unsupported, and
 // says so before any device is asked (no GPU needed), where the launch failed or the backward
 // stopped half-way.
 TEST(CudaSupport, MoreBatchHeadPairsThanAGridExtentAreUnsupported) {
-  alignas(256) static unsigned char no_data[256] = {};
-  const auto cuda_tensor = [](DType dtype, std::initializer_list<std::int64_t> shape) {
-    return TensorRef::contiguous(no_data, dtype, shape, Device::cuda, 0);
-  };
   AttentionInputs in;
   in.q = cuda_tensor(DType::bf16, {1, kMaxBatchHeads + 1, 64, 64});
   in.k = in.v = cuda_tensor(DType::bf16, {1, 1, 64, 64});
@@ -129,10 +157,6 @@ TEST(CudaSupport, MoreBatchHeadPairsThanAGridExtentAreUnsupported) {
 // narrowed it to int32, so 2^31 became negative and every list after the first was read from
 // before q2k_idx (one of [1, 1, 2, 2^31] int32 lists: 17 GB, an out-of-bounds read 8 GB before it).
 TEST(CudaSupport, ListsPast2To30EntriesAreUnsupported) {
-  alignas(256) static unsigned char no_data[256] = {};
-  const auto cuda_tensor = [](DType dtype, std::initializer_list<std::int64_t> shape) {
-    return TensorRef::contiguous(no_data, dtype, shape, Device::cuda, 0);
-  };
   AttentionInputs in;
   in.q = in.k = in.v = cuda_tensor(DType::bf16, {1, 1, 128, 64});
   in.q2k_num = cuda_tensor(DType::i32, {1, 1, 2});
