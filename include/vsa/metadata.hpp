@@ -50,7 +50,7 @@ void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num,
 struct LatentShape { std::int64_t t, h, w; };
 struct TileShape { std::int64_t t = 4, h = 4, w = 4; };
 
-// Number of tiles along each axis and in all (ceil division).
+// Number of tiles in all: the product of the tiles along each axis (ceil division).
 std::int64_t num_tiles(const LatentShape& latent, const TileShape& tile);
 
 // Raster token index of each token in tiled order: tiles in (t, h, w) raster
