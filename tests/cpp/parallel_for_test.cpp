@@ -117,9 +117,10 @@ void note_thread() {
   }
 }
 
-TEST(ParallelFor, ReusesItsThreadsAcrossCalls) {
-  ThreadsEnv env("3");
-  std::thread([] {  // a fresh caller thread, so the count starts from this test alone
+// The threads that took items over 20 calls of 64 slow items, made from a fresh caller thread
+// (so the count is of the pool's threads and that caller alone).
+int threads_over_twenty_calls() {
+  std::thread([] {
     g_threads_seen = 0;
     for (int call = 0; call < 20; ++call)
       cpu::parallel_for(64, [](std::int64_t) {
@@ -127,8 +128,14 @@ TEST(ParallelFor, ReusesItsThreadsAcrossCalls) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       });
   }).join();
-  EXPECT_GE(g_threads_seen.load(), 2) << "the pool's workers took no items";
-  EXPECT_LE(g_threads_seen.load(), 3) << "threads were started per call";
+  return g_threads_seen.load();
+}
+
+TEST(ParallelFor, ReusesItsThreadsAcrossCalls) {
+  ThreadsEnv env("3");
+  const int threads = threads_over_twenty_calls();
+  EXPECT_GE(threads, 2) << "the pool's workers took no items";
+  EXPECT_LE(threads, 3) << "threads were started per call";
 }
 
 // Sets the stack size of the threads started from now on (pthread's
@@ -192,15 +199,7 @@ TEST(ParallelFor, AForkedChildGetsAPoolOfItsOwn) {
     cpu::parallel_for(1000, [&](std::int64_t item) { ++visits[static_cast<std::size_t>(item)]; });
     for (const auto& v : visits)
       if (v.load() != 1) std::_Exit(2);
-    std::thread([] {  // a fresh caller thread, so the count is the child's pool alone
-      g_threads_seen = 0;
-      for (int call = 0; call < 20; ++call)
-        cpu::parallel_for(64, [](std::int64_t) {
-          note_thread();
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-        });
-    }).join();
-    std::_Exit(g_threads_seen.load() == 2 ? 0 : 3);
+    std::_Exit(threads_over_twenty_calls() == 2 ? 0 : 3);  // the child's pool alone
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
