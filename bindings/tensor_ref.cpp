@@ -7,7 +7,10 @@ namespace nb = nanobind;
 namespace vsa::python {
 namespace {
 
-const char* kDtypes = "bfloat16, float16, float32, int32, int64 or bool";
+// Every dtype a vsa argument takes; which one an argument takes, the core then checks.
+const char* kDtypes =
+    "a dtype vsa takes: bfloat16, float16 or float32 for tokens and means; int32 or int64 for "
+    "lists, counts and sizes; bool for block maps";
 
 [[noreturn]] void unsupported_dtype(const char* name, const std::string& got) {
   throw Error(ErrorKind::unsupported, std::string(name) + ".dtype", kDtypes, got);
