@@ -161,6 +161,22 @@ def test_block_sparse_attn_forward_backward_and_lse(gen, device, nq, nk, topk, m
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_three_axis_map_serves_every_video_of_the_batch(gen, device):
+    # [H, NQ, NK] with batch 2 ran into q2k_idx's shape check, naming an argument the caller
+    # never passed; it is now each video's map, as a [B, H, NQ, NK] map repeating it.
+    q, k, v, block_map, vbs = fastvideo_block_problem(gen, device, heads=2, nq=4, nk=4, topk=2)
+    q2, k2, v2 = (torch.cat([x, randn(gen, *x.shape, device=device)]) for x in (q, k, v))
+    got = fk.block_sparse_attn(q2, k2, v2, block_map, vbs)
+    want = fk.block_sparse_attn(q2, k2, v2, block_map.expand(2, -1, -1, -1), vbs)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    attn_128 = fk.block_sparse_attn_256.block_sparse_attn_128  # two 128-token blocks per axis
+    map_128, vbs_128 = block_map[:, :2, :2], vbs[:2] * 2
+    got_128 = attn_128(q2, k2, v2, map_128, vbs_128)
+    want_128 = attn_128(q2, k2, v2, map_128.expand(2, -1, -1, -1), vbs_128)
+    assert all(torch.equal(g, w) for g, w in zip(got_128, want_128))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_index_entry_points_are_the_mask_one(gen, device):
     q, k, v, block_map, vbs = fastvideo_block_problem(gen, device, heads=2, nq=4, nk=4, topk=2)
     want = fk.block_sparse_attn(q, k, v, block_map, vbs)

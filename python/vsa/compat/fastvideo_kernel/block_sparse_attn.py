@@ -26,19 +26,20 @@ import vsa
 from vsa._args import invalid_argument
 
 
-def _map_to_index(block_map: Tensor) -> Tuple[Tensor, Tensor]:
-    """A block map [B, H, NQ, NK] (or [H, NQ, NK]), any dtype read as bool -> int32
-    (q2k_idx [B, H, NQ, NK] ascending then -1, q2k_num [B, H, NQ])."""
-    return vsa.map_to_index(logical_map(block_map))
+def _map_to_index(block_map: Tensor, batch: int = 1) -> Tuple[Tensor, Tensor]:
+    """A block map [B, H, NQ, NK] (or [H, NQ, NK], for each of `batch` videos), any dtype read
+    as bool -> int32 (q2k_idx [B, H, NQ, NK] ascending then -1, q2k_num [B, H, NQ])."""
+    return vsa.map_to_index(logical_map(block_map, batch))
 
 
-def logical_map(block_map: Tensor) -> Tensor:
-    """A block map [B, H, NQ, NK] (or [H, NQ, NK]), any dtype, as a 4-D bool map."""
+def logical_map(block_map: Tensor, batch: int = 1) -> Tensor:
+    """A block map [B, H, NQ, NK] (or [H, NQ, NK]: the same map for each of `batch` videos),
+    any dtype, as a 4-D bool map."""
     if block_map.dim() == 3:
-        block_map = block_map.unsqueeze(0)
+        block_map = block_map.unsqueeze(0).expand(batch, -1, -1, -1)
     if block_map.dim() != 4:
         raise invalid_argument("block_map.shape", "[B, H, NQ, NK] or [H, NQ, NK]", list(block_map.shape))
-    return block_map.to(torch.bool)
+    return block_map.to(torch.bool).contiguous()
 
 
 def block_sparse_attn_from_indices(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
@@ -50,8 +51,9 @@ def block_sparse_attn_from_indices(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Ten
 
 def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor,
                       variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
-    """block_sparse_attn_from_indices with the lists given as a bool block map."""
-    q2k_idx, q2k_num = _map_to_index(block_map)
+    """block_sparse_attn_from_indices with the lists given as a bool block map (a map
+    [H, NQ, NK] serves every video of the batch)."""
+    q2k_idx, q2k_num = _map_to_index(block_map, q.shape[0])
     return block_sparse_attn_from_indices(q, k, v, q2k_idx, q2k_num, variable_block_sizes)
 
 

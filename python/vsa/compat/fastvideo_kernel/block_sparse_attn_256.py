@@ -40,7 +40,7 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
                   block: int, layout: str) -> Tuple[Tensor, Tensor]:
     """Block-sparse attention over `block`-token blocks (64, 128 or 256) in either layout."""
     _expect_blocks(k, 2 if layout == "bhsd" else 1, variable_block_sizes.numel(), block)
-    block_map = logical_map(block_map)
+    block_map = logical_map(block_map, q.shape[0])
     if block == 2 * _NATIVE_BLOCK:
         block_map, variable_block_sizes = _halves(block_map, variable_block_sizes)
     return vsa.block_sparse_attn_from_mask(q, k, v, block_map, variable_block_sizes, layout=layout,
