@@ -50,6 +50,20 @@ def test_forward_and_lists_match_reference(gen, case):
     assert rel_error(out, want) <= 1e-5
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_scale_serves_the_coarse_and_the_fine_stage(gen, training):
+    # A scale far from 1/sqrt(D), on the inference path and on the training path (which run
+    # different ops): forcing the default scale on either passed every test before this one.
+    p = draw_clear_problem(gen, heads=2, nq=3, nk=5, topk=2)
+    q = p.q.clone().requires_grad_(training)
+    out = vsa.video_sparse_attn(q, p.k, p.v, p.vbs, p.q_vbs, p.topk, p.block, p.gate, scale=0.9,
+                                layout=p.layout)
+    want, *_ = reference_layer(*p.inputs(), p.gate, block=p.block, scale=0.9, layout=p.layout)
+    default, *_ = reference_layer(*p.inputs(), p.gate, block=p.block, layout=p.layout)
+    assert rel_error(out.detach(), want) <= 1e-5
+    assert rel_error(default, want) > 1e-2  # the scale changes the answer, so the check can fail
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_gradients_match_reference(gen, case):
     p = draw_clear_problem(gen, **case)
