@@ -30,6 +30,24 @@ def test_matches_reference(gen, layout, dtype):
     assert torch.allclose(lse[~empty].double(), ref_lse[~empty], rtol=0, atol=1e-4)
 
 
+def test_query_padding(gen):
+    # q_variable_block_sizes: rows past each block's count are empty rows (out 0, lse the
+    # sentinel) whatever q holds there; the real rows are the reference's.
+    p = make_problem(gen, heads=2, nq=4)
+    q_vbs = torch.tensor([64, 1, 37, 0])
+    q = p.q.clone()
+    padding = (torch.arange(64)[None, :] >= q_vbs[:, None]).flatten()
+    q[:, :, padding] = 1e3  # finite garbage, as the contract allows there
+    out, lse = vsa.numpy_forward(q.numpy(), *(t.numpy() for t in (p.k, p.v, *p.lists)),
+                                 q_variable_block_sizes=q_vbs.numpy().astype(np.int32))
+    ref_out, ref_lse = reference_attention(q, p.k, p.v, *p.lists, q_vbs=q_vbs)
+    out, lse = torch.from_numpy(out), torch.from_numpy(lse)
+    assert torch.all(out[:, :, padding] == 0) and torch.all(lse[:, :, padding] == EMPTY_ROW_LSE)
+    assert rel_error(out[:, :, ~padding], ref_out[:, :, ~padding]) <= 1e-5
+    empty = ref_lse == EMPTY_ROW_LSE
+    assert torch.allclose(lse[~empty].double(), ref_lse[~empty], rtol=0, atol=1e-4)
+
+
 def test_other_integer_types_and_strides(gen):
     p = make_problem(gen, heads=4)
     q = np.asfortranarray(p.q.numpy())  # D stride != 1: copied
