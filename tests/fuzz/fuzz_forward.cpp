@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -46,8 +47,11 @@ void expect_matches_reference(const Call& c, const ProblemShape& s,
       lse_expected.push_back(expected.lse[row]);
     }
   }
+  // lse is float32 whatever the inputs' dtype, from the inputs as they are: 16-bit calls are held
+  // to 1e-4 too, as the C++ suite holds them (out's 1e-2 let a 0.5 % error pass).
   const double lse_error = test::relative_error(lse, lse_expected);
-  if (!(lse_error <= tolerance)) fail("lse differs from the float64 reference", std::to_string(lse_error).c_str());
+  if (!(lse_error <= std::min(tolerance, 1e-4)))
+    fail("lse differs from the float64 reference", std::to_string(lse_error).c_str());
 
   if (!c.out.gaps_equal(out_before)) fail("forward wrote outside out's view", "");
   if (!p.need_lse && c.lse.bytes() != lse_before) fail("need_lse = false wrote lse", "");
