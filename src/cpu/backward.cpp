@@ -240,6 +240,7 @@ class BackwardPass {
 }  // namespace
 
 void backward(const BackwardParams& p, const ProblemShape& s, float scale, std::int64_t store_floats) {
+  check_listed_keys(p.in, s);
   with_element_type(p.in.q.dtype,
                     [&](auto element) { BackwardPass<decltype(element)>(p, s, scale, store_floats).run(); });
 }

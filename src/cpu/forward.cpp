@@ -96,6 +96,7 @@ void forward_typed(const ForwardParams& p, const ProblemShape& s, float scale) {
 }  // namespace
 
 void forward(const ForwardParams& p, const ProblemShape& s, float scale) {
+  check_listed_keys(p.in, s);
   with_element_type(p.in.q.dtype, [&](auto element) { forward_typed<decltype(element)>(p, s, scale); });
 }
 

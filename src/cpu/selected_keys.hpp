@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <cstring>
-#include <limits>
+#include <string>
 #include <type_traits>
 
+#include "core/check.hpp"
 #include "core/layout.hpp"
+#include "cpu/matmul.hpp"
 #include "cpu/scratch.hpp"
 #include "cpu/sequence_rows.hpp"
 
@@ -38,6 +40,30 @@ inline QueryBlock query_block(std::int64_t item, const ProblemShape& s) {
 // the backend writes as empty rows without computing them.
 inline std::int64_t real_query_rows(const AttentionInputs& in, const ProblemShape& s, const QueryBlock& qb) {
   return in.q_variable_block_sizes.defined() ? detail::load_int(in.q_variable_block_sizes, qb.index) : s.block;
+}
+
+// Refuses lists naming more valid keys in one query block than a matrix
+// product takes (kMaxMatmulExtent): S = Q·Kᵀ has a column per key, and the
+// key count is that product's n and leading dimension and P·V's k. Such a list
+// (2^31 keys: duplicates count, or a sequence of 2^31 tokens listed whole)
+// would otherwise reach OpenBLAS wrapped and give wrong rows silently. Checked
+// before any work, on validated metadata; a loop over the lists only when their
+// capacity (max_kv full blocks) could pass the limit.
+inline void check_listed_keys(const AttentionInputs& in, const ProblemShape& s) {
+  if (s.max_kv <= kMaxMatmulExtent / s.block) return;
+  const std::int64_t rows = s.batch * s.heads * s.num_q_blocks;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::int64_t count = 0;
+    const std::int64_t listed = detail::load_int(in.q2k_num, row);
+    for (std::int64_t e = 0; e < listed && count <= kMaxMatmulExtent; ++e)
+      count += detail::load_int(in.variable_block_sizes, detail::load_int(in.q2k_idx, row * s.max_kv + e));
+    if (count > kMaxMatmulExtent)
+      detail::fail_unsupported("q2k_idx",
+                               "lists naming at most 2^31 - 1 valid keys per query block on the CPU "
+                               "(variable_block_sizes of the listed blocks summed, duplicates included: "
+                               "its BLAS takes int sizes)",
+                               "at least " + std::to_string(count) + " at flat row " + std::to_string(row));
+  }
 }
 
 // Keys and values of every valid token the block attends to, one D-row each,
@@ -99,7 +125,7 @@ FloatRows float_rows(const SequenceRows<const T>& src, std::int64_t batch, std::
                      std::int64_t count, std::int64_t d, ScratchBuffer& dst) {
   if constexpr (std::is_same_v<T, float>) {
     // The matmul's leading dimensions are ints.
-    if (src.view.stride_seq >= d && src.view.stride_seq <= std::numeric_limits<int>::max())
+    if (src.view.stride_seq >= d && src.view.stride_seq <= kMaxMatmulExtent)
       return FloatRows{src.row(batch, head, first), src.view.stride_seq};
   }
   float* m = dst.get(count * d);
@@ -121,7 +147,7 @@ template <class T>
 FloatOutRows float_out_rows(const SequenceRows<T>& dst, std::int64_t batch, std::int64_t head, std::int64_t first,
                             std::int64_t d, float* scratch) {
   if constexpr (std::is_same_v<T, float>) {
-    if (dst.view.stride_seq >= d && dst.view.stride_seq <= std::numeric_limits<int>::max())
+    if (dst.view.stride_seq >= d && dst.view.stride_seq <= kMaxMatmulExtent)
       return FloatOutRows{dst.row(batch, head, first), dst.view.stride_seq, true};
   }
   return FloatOutRows{scratch, d, false};

@@ -336,6 +336,45 @@ TEST(ForwardRejects, BadQueryBlockSizes) {
   expect_forward_rejects("q_variable_block_sizes", [](P&, A& pr) { pr.set_q_vbs(3, -1); }, invalid, c);
 }
 
+// OpenBLAS's interface takes sizes and leading dimensions as int: S = Q·Kᵀ has one column per listed
+// valid key, so a query block may list at most 2^31 - 1 of them on the CPU (duplicates count). One list
+// of 2^24 + 1 full 128-token blocks (block 0 every time: a 64 MiB int32 list) names 2^31 + 128 keys;
+// it is refused before any scratch for them is allocated or an output written.
+AttentionCase one_block_case() {
+  AttentionCase c;
+  c.heads = c.kv_heads = 1;
+  c.num_q_blocks = c.num_kv_blocks = 1;
+  c.block = 128;
+  c.max_kv = 1;
+  return c;
+}
+
+struct KeysPastTheBlasRange {
+  HostTensor idx{DType::i32, {1, 1, 1, (std::int64_t{1} << 24) + 1}};  // zeros: block 0 each time
+  HostTensor num{DType::i32, {1, 1, 1}};
+
+  KeysPastTheBlasRange() { num.set_int(0, idx.shape()[3]); }
+  void apply(AttentionInputs& in, AttentionProblem& problem) const {
+    problem.set_vbs(0, 128);
+    in.q2k_idx = idx.ref();
+    in.q2k_num = num.ref();
+  }
+};
+
+TEST(ForwardRejects, ListedKeysPastTheBlasRangeOnTheCpu) {
+  const KeysPastTheBlasRange lists;
+  expect_forward_rejects(
+      "q2k_idx", [&](ForwardParams& p, AttentionProblem& pr) { lists.apply(p.in, pr); }, ErrorKind::unsupported,
+      one_block_case());
+}
+
+TEST(BackwardRejects, ListedKeysPastTheBlasRangeOnTheCpu) {
+  const KeysPastTheBlasRange lists;
+  expect_backward_rejects(
+      "q2k_idx", [&](BackwardParams& p, AttentionProblem& pr) { lists.apply(p.in, pr); }, ErrorKind::unsupported,
+      one_block_case());
+}
+
 TEST(BackwardRejects, MissingOrMisshapenTensors) {
   expect_backward_rejects("dout", [](BackwardParams& p, AttentionProblem&) { p.dout.data = nullptr; });
   expect_backward_rejects("lse", [](BackwardParams& p, AttentionProblem&) { p.lse.data = nullptr; });
