@@ -203,8 +203,10 @@ TEST(ParallelFor, AForkedChildGetsAPoolOfItsOwn) {
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed: signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: an item visited other than once; 3: the child's pool did not run two threads";
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed: signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: an item visited other than once; 3: the child's pool did not run two threads";
 }
 
 }  // namespace

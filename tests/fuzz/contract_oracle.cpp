@@ -159,7 +159,8 @@ Verdict backward_tensors_verdict(const BackwardParams& p, const ProblemShape& s)
   if (!like(p.dq, q)) return broken("dq: present, rank 4, shaped, typed and placed as q, unit stride on D");
   if (!like(p.dk, k) || !like(p.dv, k))
     return broken("dk, dv: present, rank 4, shaped, typed and placed as k, unit stride on D");
-  if (!rows_apart(p.dq) || !rows_apart(p.dk) || !rows_apart(p.dv)) return broken("dq, dk, dv: rows that do not overlap");
+  if (!rows_apart(p.dq) || !rows_apart(p.dk) || !rows_apart(p.dv))
+    return broken("dq, dk, dv: rows that do not overlap");
   return Verdict{true, "", s};
 }
 
