@@ -19,7 +19,20 @@
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
 # for `vsa bench`), VSA_PYTEST_ARGS (what pytest runs; default tests/python),
 # GTEST_DIR (GoogleTest sources when the machine has no installed GoogleTest;
-# default .gtest, a copy of /usr/src/googletest).
+# default .gtest, a copy of /usr/src/googletest), VSA_GPU_BUDGET (seconds the
+# stages may take, default 570: below).
+#
+# One device call runs at most 600 s, and the default stages take longer (on the
+# H200, 2026-12-04: the two builds 83 s, ctest 125 s, pytest 160 s; the kernels
+# stage about a minute; the default bench, five cases, eight backends, forward and
+# backward, 110 runs each, several minutes more). So every stage runs within
+# VSA_GPU_BUDGET seconds from the job's start: its long steps under `timeout` for
+# what is left, and a stage that would start with less than a minute left is
+# skipped; the summary ends naming the stages that did not run. The whole job in
+# two calls:  scripts/gpu.sh build ctest pytest kernels,  then  scripts/gpu.sh
+# python bench  (a call within the machine's 30 s warm time keeps build/ and the
+# installed package: plain `bench` does there). Set VSA_GPU_BUDGET lower when
+# the call runs other steps too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -28,9 +41,29 @@ stages=${*:-cpp python ctest pytest kernels bench}
 stages=${stages//build/cpp python}
 jobs=$(nproc)
 status=0
+budget=${VSA_GPU_BUDGET:-570}
+skipped=
+# A step cut by its timeout (or by the call's end) keeps what Python printed before.
+export PYTHONUNBUFFERED=1
 
 note() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/summary.txt"; }
-want() { [[ " $stages " == *" $1 "* ]]; }
+named() { [[ " $stages " == *" $1 "* ]]; }
+# Whether to run a named stage: not when less than a minute of the budget is left.
+want() {
+  named "$1" || return 1
+  ((budget - SECONDS >= 60)) && return 0
+  note "$1: not started, $((budget - SECONDS)) s of VSA_GPU_BUDGET=$budget left"
+  skipped+=" $1"
+  status=1
+  return 1
+}
+# Seconds of the budget left, at least 1 (`timeout 0` would never fire).
+left() { echo $((budget - SECONDS > 1 ? budget - SECONDS : 1)); }
+# failed STEP RC: the step's failure, or its cut at the budget (timeout's 124).
+failed() {
+  if (($2 == 124)); then note "$1 cut: VSA_GPU_BUDGET=$budget s reached"; else note "$1 FAILED"; fi
+  status=1
+}
 
 # At most 8 files come back from the device, and the default stages write 8:
 # summary.txt (environment, stage results and the kernels stage's timings),
@@ -51,7 +84,7 @@ cat "$OUT/summary.txt"
 # device's cores), started here in the background so the bench does not wait for it.
 peers=$PWD/.peers/fv_py
 tk_build=
-if want bench && [[ -d $peers ]]; then
+if named bench && [[ -d $peers ]]; then
   PYTHONPATH=$peers${PYTHONPATH:+:$PYTHONPATH} python3 -c "import fastvideo_kernel._C" > /tmp/vsa-tk-build.log 2>&1 &
   tk_build=$!
 fi
@@ -69,7 +102,7 @@ if want cpp; then
   [[ -d ${GTEST_DIR:-.gtest} ]] && gtest_args=(-DVSA_GTEST_SOURCE_DIR="$PWD/${GTEST_DIR:-.gtest}")
   { cmake -B build/gpu -G Ninja -DVSA_CUDA_ARCHS=90a-real -DVSA_BUILD_TESTS=ON \
       -DVSA_PTXAS_VERBOSE=ON "${gtest_args[@]}" &&
-    cmake --build build/gpu -j "$jobs"; } > "$OUT/build.log" 2>&1 || { note "C++ build FAILED"; status=1; }
+    timeout "$(left)" cmake --build build/gpu -j "$jobs"; } > "$OUT/build.log" 2>&1 || failed "C++ build" $?
   grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | tee -a "$OUT/summary.txt"
   # ptxas serializes a kernel's wgmma products when it cannot keep their accumulators in
   # place (C7511, C7512): the kernel still passes every test, only slower (docs/kernel-notes.md,
@@ -84,23 +117,24 @@ fi
 
 if want python; then
   note "build: Python package"
-  python3 -m pip install --no-build-isolation --no-deps --no-cache-dir \
+  timeout "$(left)" python3 -m pip install --no-build-isolation --no-deps --no-cache-dir \
     -C cmake.define.VSA_CUDA_ARCHS=90a-real -C build-dir=build/py . >> "$OUT/build.log" 2>&1 ||
-    { note "pip install FAILED"; status=1; }
+    failed "pip install" $?
   vsa info 2>&1 | tee -a "$OUT/summary.txt"  # which kernels each GPU runs
 fi
 
 if want ctest; then
   note "ctest"
-  ctest --test-dir build/gpu --output-on-failure --timeout 300 -j 4 > "$OUT/ctest.log" 2>&1 || { note "ctest FAILED"; status=1; }
+  timeout "$(left)" ctest --test-dir build/gpu --output-on-failure --timeout 300 -j 4 > "$OUT/ctest.log" 2>&1 ||
+    failed ctest $?
   grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
 fi
 
 if want pytest; then
   note "pytest (GPU and CPU tests)"
   # shellcheck disable=SC2086
-  python3 -m pytest ${VSA_PYTEST_ARGS:-tests/python} -q -p no:cacheprovider > "$OUT/pytest.log" 2>&1 ||
-    { note "pytest FAILED"; status=1; }
+  timeout "$(left)" python3 -m pytest ${VSA_PYTEST_ARGS:-tests/python} -q -p no:cacheprovider \
+    > "$OUT/pytest.log" 2>&1 || failed pytest $?
   tail -n 1 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
 fi
 
@@ -109,8 +143,10 @@ if want kernels; then
   kb=build/gpu/bench/kernel/vsa_kernel_bench
   for family in default sm90ws sm90v1 sm80; do
     for shape in "12 624 63 128 64 2" "12 624 63 128 64 1" "16 768 64 128 64 0" "16 384 32 128 128 0" "12 624 63 64 64 1"; do
+      kernel_env=()
+      [[ $family == default ]] || kernel_env=(VSA_CUDA_KERNEL="$family")
       # shellcheck disable=SC2086
-      echo "$family: $(if [[ $family == default ]]; then $kb $shape; else VSA_CUDA_KERNEL=$family $kb $shape; fi 2>&1)"
+      echo "$family: $(env "${kernel_env[@]}" timeout "$(left)" $kb $shape 2>&1)"
     done
   done | tee -a "$OUT/summary.txt"  # its own file would be the ninth back
 fi
@@ -195,7 +231,8 @@ if want bench; then
     note "no .peers/fv_py: FastVideo's kernels read n/a in the bench (carry .peers: ../shared/peers/README.md)"
   fi
   # shellcheck disable=SC2086
-  env "${bench_env[@]}" vsa bench --out "$OUT/bench" ${VSA_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || { note "bench FAILED"; status=1; }
+  env "${bench_env[@]}" timeout "$(left)" vsa bench --out "$OUT/bench" ${VSA_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 ||
+    failed bench $?
   tail -n 40 "$OUT/bench.log"
 fi
 
@@ -236,8 +273,8 @@ if want compat; then
   fi
   # The CuTe-targeted VSA-256 tests skip without flash_attn.cute; the stand-in
   # lets them check vsa's answers (vsa/compat/pytest_plugin.py says how).
-  python3 -m pytest -p vsa.compat.pytest_plugin --vsa-stand-in-flash-attn-cute -p no:cacheprovider -v -s -rs \
-    "$fv_tests"/test_vsa*.py > "$OUT/compat.log" 2>&1 || { note "compat FAILED"; status=1; }
+  timeout "$(left)" python3 -m pytest -p vsa.compat.pytest_plugin --vsa-stand-in-flash-attn-cute \
+    -p no:cacheprovider -v -s -rs "$fv_tests"/test_vsa*.py > "$OUT/compat.log" 2>&1 || failed compat $?
   grep -E "^vsa.compat:" "$OUT/compat.log" | tee -a "$OUT/summary.txt"
   tail -n 1 "$OUT/compat.log" | tee -a "$OUT/summary.txt"
 fi
@@ -255,11 +292,11 @@ if want reliability; then
     sweep='CudaSweep*:CudaFailedCall*'
     [[ $kernel == sm90v1 || $kernel == sm90ws ]] && sweep='CudaSweep.Forward*'  # forward kernels only
     VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_GPU_SWEEP_CASES:-1000} \
-      "$cuda_tests" --gtest_filter="$sweep" >> "$OUT/reliability.log" 2>&1 ||
-      { note "reliability sweep ($kernel) FAILED"; status=1; }
+      timeout "$(left)" "$cuda_tests" --gtest_filter="$sweep" >> "$OUT/reliability.log" 2>&1 ||
+      failed "reliability sweep ($kernel)" $?
   done
-  python3 -m pytest tests/python/test_opcheck.py -q -p no:cacheprovider >> "$OUT/reliability.log" 2>&1 ||
-    { note "opcheck FAILED"; status=1; }
+  timeout "$(left)" python3 -m pytest tests/python/test_opcheck.py -q -p no:cacheprovider \
+    >> "$OUT/reliability.log" 2>&1 || failed opcheck $?
   grep -E "^CudaSweep|SKIPPED|PASSED|FAILED|passed|failed" "$OUT/reliability.log" | tee -a "$OUT/summary.txt"
 fi
 
@@ -279,11 +316,12 @@ if want sanitize; then
       # VSA_SANITIZE_SHARDS=N runs the suite as N GoogleTest shards side by side
       # (racecheck on the portable family outlasts one call otherwise); each
       # shard's log is appended in order, and any shard's failure fails the run.
-      shards=${VSA_SANITIZE_SHARDS:-1} pids=()
+      shards=${VSA_SANITIZE_SHARDS:-1} pids=() cut=$(left)
+      ((cut < ${VSA_SANITIZE_TIMEOUT:-240})) || cut=${VSA_SANITIZE_TIMEOUT:-240}
       for ((shard = 0; shard < shards; ++shard)); do
         GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
           VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_SANITIZE_SWEEP_CASES:-16} \
-          timeout "${VSA_SANITIZE_TIMEOUT:-240}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+          timeout "$cut" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
           --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/.shard$shard" 2>&1 &
         pids+=($!)
       done
@@ -309,14 +347,16 @@ if want diffusers; then
     note "no .wheels/REQUIREMENT: run scripts/wheelhouse.sh where PyPI is reachable and carry .wheels"
     status=1
   fi
-  python3 -m pytest tests/python/test_diffusers_wan.py tests/python/test_grid_attention.py -q -rP \
-    -p no:cacheprovider >> "$OUT/diffusers.log" 2>&1 || { note "diffusers tests FAILED"; status=1; }
+  timeout "$(left)" python3 -m pytest tests/python/test_diffusers_wan.py tests/python/test_grid_attention.py -q -rP \
+    -p no:cacheprovider >> "$OUT/diffusers.log" 2>&1 || failed "diffusers tests" $?
   grep -E "^(dense mode vs|bf16 vs|error vs)|passed|failed" "$OUT/diffusers.log" | tee -a "$OUT/summary.txt"
   # shellcheck disable=SC2086
-  PYTHONUNBUFFERED=1 python3 bench/diffusers/wan_step.py ${VSA_WAN_STEP_ARGS:-} >> "$OUT/diffusers.log" 2>&1 ||
-    { note "wan_step FAILED"; status=1; }
+  timeout "$(left)" python3 bench/diffusers/wan_step.py ${VSA_WAN_STEP_ARGS:-} >> "$OUT/diffusers.log" 2>&1 ||
+    failed wan_step $?
   grep -E " ms   speed-up|^check:" "$OUT/diffusers.log" | tee -a "$OUT/summary.txt"
 fi
 
+[[ -z $skipped ]] ||
+  note "not run, out of time:$skipped (next call: scripts/gpu.sh$skipped, after \`build\` on a fresh machine)"
 note "done, status $status"
 exit $status
