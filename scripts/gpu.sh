@@ -153,13 +153,16 @@ fi
 
 if want profile; then
   note "profile: ncu on the backward's kernels, Wan 480p shape, both dq paths"
-  kernels="count_kernel|scan_kernel|place_kernel|order_kernel|delta_kernel|bwd_kernel|dq_finish_kernel|bwd_dq_kernel"
-  for only in 2 3; do
-    ncu --clock-control none --launch-count 8 -k "regex:$kernels" --section SpeedOfLight \
+  # At head dim 128 the Hopper backward stores dS (its dQ pass is bwd_dq_stored_kernel)
+  # whether or not it is asked to be deterministic; VSA_CUDA_DQ picks the path
+  # (src/cuda/kernel_choice.hpp).
+  kernels="count_kernel|scan_kernel|place_kernel|order_kernel|delta_kernel|bwd_kernel|dq_finish_kernel|bwd_dq_stored_kernel"
+  for dq in atomic stored; do
+    VSA_CUDA_DQ=$dq ncu --clock-control none --launch-count 8 -k "regex:$kernels" --section SpeedOfLight \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
-      build/gpu/bench/kernel/vsa_kernel_bench 12 624 63 128 64 1 "$only"
+      build/gpu/bench/kernel/vsa_kernel_bench 12 624 63 128 64 1 2
   done > "$OUT/profile.log" 2>&1 || { note "profile FAILED"; status=1; }
-  # Where the atomic key pass's warps wait (the dQ step's cost, docs/kernel-notes.md):
+  # Where the key pass's warps wait (the default, stored-dS path, docs/kernel-notes.md):
   # every section and the stall samples per SASS instruction of one launch.
   ncu --clock-control none -k "regex:bwd_kernel" --launch-skip 2 --launch-count 1 --set full \
     --import-source yes -o "$OUT/bwd" build/gpu/bench/kernel/vsa_kernel_bench 12 624 63 128 64 2 2 \
