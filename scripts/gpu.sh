@@ -15,6 +15,13 @@
 #                                  (block means, coarse stage, gate combine; Wan 480p),
 #                                  with the coarse stage's SASS and stall samples
 #
+# What git ignores and the job needs travels only when the call carries it:
+#   run(carry=[".whl", ".gtest", ".peers"], command="VSA_COMMIT=<hash> bash scripts/gpu.sh ...")
+# .whl: the scipy-openblas32 wheel (both builds link its OpenBLAS; the image has no
+# such package); .gtest: GoogleTest's sources (cp -r /usr/src/googletest .gtest);
+# .peers: FastVideo's kernels for the bench (../shared/peers/README.md). The compat
+# stage also needs .peers/fv_tests, the diffusers stage .wheels (both below).
+#
 # Environment: OUT (log folder, default ./gpu-out), VSA_COMMIT (the commit
 # being measured; the device copy has no .git), VSA_BENCH_ARGS (extra flags
 # for `vsa bench`), VSA_PYTEST_ARGS (what pytest runs; default tests/python),
@@ -71,7 +78,8 @@ failed() {
 # (compat.log, reliability.log, sanitize.log etc. when named).
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: ${VSA_COMMIT:-unknown}"
+  echo "commit: ${VSA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null ||
+    echo "unknown: VSA_COMMIT=<hash> names it (the device copy has no .git)")}"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -n 1
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
@@ -94,6 +102,10 @@ fi
 # (pip download --no-deps -d .whl scipy-openblas32==0.3.34.481.3).
 if ! python3 -c "import scipy_openblas32" 2>/dev/null && compgen -G ".whl/scipy_openblas32-*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps .whl/scipy_openblas32-*.whl 2>&1 | tee -a "$OUT/summary.txt"
+fi
+if { named cpp || named python; } && ! python3 -c "import scipy_openblas32" 2>/dev/null; then
+  note "no scipy-openblas32 (carry .whl with its wheel): the Python build, and a C++ build" \
+    "without a system OpenBLAS, stop at OpenBLAS"
 fi
 
 if want cpp; then
