@@ -277,7 +277,10 @@ fi
 #                Wan2.1-1.3B denoising step, default SDPA against vsa
 #                (bench/diffusers/wan_step.py, VSA_WAN_STEP_ARGS adds flags);
 #                needs only the `python` stage  -> diffusers.log
-# e.g. scripts/gpu.sh build reliability sanitize (4 files back),
+# e.g. scripts/gpu.sh build reliability (3 files back; about 8 of a call's 10 minutes: 600
+#      cases a kernel took 254 s on 2026-12-04), then the sanitizers in calls of their own,
+#      split by VSA_SANITIZE_TOOLS (memcheck on both families took 110 s, racecheck on the
+#      Hopper one 105 s in 8 shards): VSA_SANITIZE_TOOLS=memcheck scripts/gpu.sh cpp sanitize;
 #      scripts/gpu.sh python diffusers (3 files back).
 if want compat; then
   fv_tests=${VSA_FASTVIDEO_TESTS:-.peers/fv_tests}
