@@ -333,21 +333,22 @@ if want sanitize; then
       first_line=$(($(wc -l < "$OUT/sanitize.log") + 1))
       # VSA_SANITIZE_SHARDS=N runs the suite as N GoogleTest shards side by side
       # (racecheck on the portable family outlasts one call otherwise); each
-      # shard's log is appended in order, and any shard's failure fails the run.
-      shards=${VSA_SANITIZE_SHARDS:-1} pids=() cut=$(left)
+      # shard's log is appended in order, and any shard's failure fails the run. The shards'
+      # logs wait outside $OUT: a call cut mid-run would return them instead of the summary.
+      shards=${VSA_SANITIZE_SHARDS:-1} pids=() cut=$(left) shard_log=/tmp/vsa-sanitize-shard
       ((cut < ${VSA_SANITIZE_TIMEOUT:-240})) || cut=${VSA_SANITIZE_TIMEOUT:-240}
       for ((shard = 0; shard < shards; ++shard)); do
         GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
           VSA_CUDA_KERNEL=$kernel VSA_GPU_SWEEP_CASES=${VSA_SANITIZE_SWEEP_CASES:-16} \
           timeout "$cut" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
-          --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/.shard$shard" 2>&1 &
+          --print-limit 20 "$cuda_tests" --gtest_filter="$filter" --gtest_brief=1 > "$shard_log$shard" 2>&1 &
         pids+=($!)
       done
       rc=0
       for ((shard = 0; shard < shards; ++shard)); do
         wait "${pids[shard]}" || rc=$?
         ((shards == 1)) || echo "---- shard $shard of $shards" >> "$OUT/sanitize.log"
-        cat "$OUT/.shard$shard" >> "$OUT/sanitize.log" && rm -f "$OUT/.shard$shard"
+        cat "$shard_log$shard" >> "$OUT/sanitize.log" && rm -f "$shard_log$shard"
       done
       { tail -n "+$first_line" "$OUT/sanitize.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" | tail -n $((4 * shards))
         echo "   exit $rc"; } | tee -a "$OUT/summary.txt"
