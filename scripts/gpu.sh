@@ -111,7 +111,7 @@ fi
 if want cpp; then
   note "build: C++ library and tests for sm_90a"
   gtest_args=()
-  [[ -d ${GTEST_DIR:-.gtest} ]] && gtest_args=(-DVSA_GTEST_SOURCE_DIR="$PWD/${GTEST_DIR:-.gtest}")
+  [[ -d ${GTEST_DIR:-.gtest} ]] && gtest_args=(-DVSA_GTEST_SOURCE_DIR="$(cd "${GTEST_DIR:-.gtest}" && pwd)")
   { cmake -B build/gpu -G Ninja -DVSA_CUDA_ARCHS=90a-real -DVSA_BUILD_TESTS=ON \
       -DVSA_PTXAS_VERBOSE=ON "${gtest_args[@]}" &&
     timeout "$(left)" cmake --build build/gpu -j "$jobs"; } > "$OUT/build.log" 2>&1 || failed "C++ build" $?
