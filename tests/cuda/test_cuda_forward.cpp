@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -132,6 +133,35 @@ TEST_P(CudaForwardLists, UnevenRepeatedAndLastRowBlocks) {
 INSTANTIATE_TEST_SUITE_P(DimsBlocksLayouts, CudaForwardLists,
                          ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128),
                                             ::testing::Values(Layout::bhsd, Layout::bshd)));
+
+// Scores that span tens of log2 units (scale 64/sqrt(D): their spread is
+// ~31 units with the drawn values): along a row's list the running max rises
+// past a tile by more than the online softmax's slack on some rows and by
+// less on others, whose exponentials are then taken against an older max
+// (P up to 2^8); in fp16, exponentials taken against a max that never moved
+// would overflow. Random lists of up to 12 entries with repeats, partial and
+// empty blocks.
+class CudaForwardSteepScores : public ::testing::TestWithParam<std::tuple<int, int, DType>> {};
+
+TEST_P(CudaForwardSteepScores, RunningMaxMovesOrLagsAndMatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [head_dim, block, dtype] = GetParam();
+  AttentionCase c;
+  c.dtype = dtype;
+  c.head_dim = head_dim;
+  c.block = block;
+  c.scale = 64.0f / std::sqrt(static_cast<float>(head_dim));
+  c.num_q_blocks = 5;
+  c.num_kv_blocks = 6;
+  c.max_kv = 12;
+  c.duplicates = true;
+  AttentionProblem problem(c, next_seed());
+  expect_gpu_forward_matches(problem, true, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DimsBlocksTypes, CudaForwardSteepScores,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(64, 128),
+                                            ::testing::Values(DType::bf16, DType::f16)));
 
 // More query tiles than a persistent grid has consumers (two per SM: 264 on
 // an H200), so every consumer warpgroup of the Hopper forward's v3 runs
