@@ -80,16 +80,22 @@ class FwdConsumer {
   // all masked (-inf) gives P = 0 and leaves the running max as it was.
   template <int kTiles>
   __device__ bool softmax_scores(ScoresOf<kTiles>& s, float scale_log2, float (&correction)[kRowSlots]) {
+    // The running max moves only when the tile's exceeds it by more than
+    // kMaxSlack (from kNoKeyMax: on the first tile with a real key). Whether
+    // that happens on any row of the warp is decided from each lane's own
+    // part of its rows, by one vote; the shuffles that combine a row's four
+    // lanes run only then, off the path of the tiles where nothing moves.
     float new_max[kRowSlots];
-    row_maxima(s, new_max);
-    bool grew = false;
+    lane_row_maxima(s, new_max);
+    bool moves = false;
+#pragma unroll
+    for (int r = 0; r < kRowSlots; ++r) moves |= new_max[r] * scale_log2 > row_max_[r] + kMaxSlack;
+    const bool grew = __any_sync(0xffffffffu, moves);
+    if (grew) combine_row_lanes(new_max);
 #pragma unroll
     for (int r = 0; r < kRowSlots; ++r) {
-      // The running max moves only when the tile's exceeds it by more than
-      // kMaxSlack (from kNoKeyMax: on the first tile with a real key).
       const float tile_max = new_max[r] * scale_log2;
-      new_max[r] = tile_max > row_max_[r] + kMaxSlack ? tile_max : row_max_[r];
-      grew |= new_max[r] != row_max_[r];
+      new_max[r] = grew && tile_max > row_max_[r] + kMaxSlack ? tile_max : row_max_[r];
     }
     float sum[kRowSlots];
 #pragma unroll
@@ -112,7 +118,6 @@ class FwdConsumer {
     // tile: when it moves on no row of the warp, the rescale (a multiply per O
     // accumulator) is skipped. The first real tile's correction,
     // exp2(kNoKeyMax − max), is 0, as O and the sums are.
-    grew = __any_sync(0xffffffffu, grew);
     if (grew) {
 #pragma unroll
       for (int r = 0; r < kRowSlots; ++r) {
@@ -179,14 +184,14 @@ class FwdConsumer {
           if (absent(t * 8 + 2 * (lane_ % 4) + (e & 1))) s[m][t][e] = -INFINITY;
   }
 
-  // Each row's max over the tile's keys (the four lanes of a row combined):
-  // four running maxima per row, each over every fourth key tile, then a
-  // tree of the four, and the shuffles of all rows together: a quarter of a
-  // single chain's dependent steps, with four live partials per row where a
-  // full tree keeps one per key tile. (Measured: no change in time on the
-  // kernels that use it; fewer instructions.) Two tiles (16 keys) make two chains.
+  // Each row's max over this lane's scores of the tile: four running maxima
+  // per row, each over every fourth key tile, then a tree of the four: a
+  // quarter of a single chain's dependent steps, with four live partials per
+  // row where a full tree keeps one per key tile. (Measured: no change in time
+  // on the kernels that use it; fewer instructions.) Two tiles (16 keys) make
+  // two chains.
   template <int kTiles>
-  __device__ void row_maxima(const ScoresOf<kTiles>& s, float (&row_max)[kRowSlots]) const {
+  __device__ void lane_row_maxima(const ScoresOf<kTiles>& s, float (&row_max)[kRowSlots]) const {
     constexpr int kChains = kTiles < 4 ? kTiles : 4;
     static_assert(kTiles % kChains == 0 && kChains % 2 == 0, "whole chains, in pairs");
     float part[kRowSlots][kChains];
@@ -204,6 +209,9 @@ class FwdConsumer {
       else
         row_max[r] = fmaxf(part[r][0], part[r][1]);
     }
+  }
+  // The four lanes of each row combined, all rows' shuffles together.
+  __device__ static void combine_row_lanes(float (&row_max)[kRowSlots]) {
 #pragma unroll
     for (int lanes = 1; lanes < 4; lanes *= 2)
 #pragma unroll
