@@ -67,7 +67,7 @@ class FwdConsumer {
   }
 
   // Online softmax: s becomes P = exp2(s·scale·log2e − running max); O and the
-  // partial row sums are rescaled when the max grows.
+  // partial row sums are rescaled when the max moves (kMaxSlack).
   __device__ void softmax(Scores& s, float scale_log2) {
     float correction[kRowSlots];
     if (softmax_scores(s, scale_log2, correction)) rescale_o(correction);
@@ -75,7 +75,7 @@ class FwdConsumer {
 
   // The softmax without touching O, for a kernel whose previous P·V is still
   // in flight: s becomes P and the row sums are rescaled; returns whether the
-  // max grew on any row of the warp, and then the factors O must be
+  // max moved on any row of the warp, and then the factors O must be
   // multiplied by once that P·V is done (rescale_o). A tile whose keys are
   // all masked (-inf) gives P = 0 and leaves the running max as it was.
   template <int kTiles>
