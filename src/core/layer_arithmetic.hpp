@@ -49,8 +49,8 @@ VSA_HOST_DEVICE inline float mean_from_sum(double sum, std::int64_t count) {
 // so |Q_d| <= 2^22 and a query and a key's Σ_d Q_q,d Q_k,d is exact in 64
 // bits (on the GPU exact in the integer tensor cores, from three 8-bit pieces
 // each). A row ranks key j by that sum rounded once to float32 and scaled by
-// 2^(E_j − kScoreBits) (score_rank): the score without the row's own factor
-// 2^(E_q − kScoreBits), which the softmax applies. Every step is integer
+// 2^(E_q + E_j − 2·kScoreBits) (score_rank): the score, which its softmax
+// then takes. Every step is integer
 // arithmetic or one rounding to nearest (ties to even), the same on every
 // backend whatever its floating-point modes.
 constexpr int kScoreBits = 21;
@@ -142,33 +142,45 @@ VSA_HOST_DEVICE inline float multiply_keep_subnormals(float a, float b) {
 #endif
 }
 
-// 2^(key_exponent − kScoreBits), in [2^−170, 2^106], as two normal factors:
-// the first takes the rounded sum (an integer, 0 or at least 1 in magnitude)
-// at most down to 2^−126, so that product is exact (or overflows), and the
-// second, a power of two in [2^−44, 1], rounds once into the subnormals.
+VSA_HOST_DEVICE inline int clamp_exponent(int e, int low, int high) { return e < low ? low : (e > high ? high : e); }
+VSA_HOST_DEVICE inline float power_of_two(int e) {  // 2^e for e in [−126, 127]
+  return float_of_bits(static_cast<std::uint32_t>(e + 127) << 23);
+}
+
+// A row's score against a key is the exact sum Σ_d Q_q,d Q_k,d times 2^shift,
+// shift = E_q + E_k − 2·kScoreBits, in [−340, 212].
+VSA_HOST_DEVICE inline int score_shift(int query_exponent, int key_exponent) {
+  return query_exponent + key_exponent - 2 * kScoreBits;
+}
+
+// 2^shift as two normal factors. The first takes the rounded sum (an integer, 0
+// or in [1, 2^51]) exactly into [2^−126, 2^127] (its exponent is clamped to
+// [−126, 76]); the second then rounds once: into the subnormals, to 0, or to
+// inf. Where either clamp bites, the exact product rounds to 0 (it is below
+// 2^−201) or to inf (above 2^203), and so does this one.
 struct RankScale {
   float first, second;
 };
-VSA_HOST_DEVICE inline RankScale rank_scale(int key_exponent) {
-  const int shift = key_exponent - kScoreBits, first = shift < -126 ? -126 : shift;
-  return {float_of_bits(static_cast<std::uint32_t>(first + 127) << 23),
-          float_of_bits(static_cast<std::uint32_t>(shift - first + 127) << 23)};
+VSA_HOST_DEVICE inline RankScale rank_scale(int shift) {
+  const int first = clamp_exponent(shift, -126, 76);
+  return {power_of_two(first), power_of_two(clamp_exponent(shift - first, -126, 127))};
 }
 
-// What a row ranks key j by: the exact sum Σ Q_q,d Q_k,d rounded to float32, then
-// times 2^(key_exponent − kScoreBits) (exact where the result is a normal float;
-// rounded to nearest once more where it is subnormal; inf past the range). Two
-// multiplications, no branches: the GPU computes every score this way.
-VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, RankScale scale) {
+// What a row ranks key j by, and what its softmax takes: the exact sum rounded
+// to float32, then times 2^shift (exact where the result is a normal float;
+// rounded to nearest once more where it is subnormal; 0 below float32's range
+// and inf past it). So a row's order of its keys is exact wherever its scores
+// are normal floats, however far apart its query mean and its key means sit in
+// float32's range. Two multiplications and no branches (the GPU computes every
+// score this way), in float32 only (FP64 is slow on consumer GPUs).
+VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, int shift) {
 #if defined(__CUDA_ARCH__)
   const float rounded = __ll2float_rn(sum);
 #else
   const float rounded = static_cast<float>(sum);  // round to nearest, the default mode
 #endif
+  const RankScale scale = rank_scale(shift);
   return multiply_keep_subnormals(multiply_keep_subnormals(rounded, scale.first), scale.second);
-}
-VSA_HOST_DEVICE inline float score_rank(std::int64_t sum, int key_exponent) {
-  return score_rank(sum, rank_scale(key_exponent));
 }
 
 // One element of the gate combine: fine + coarse · gate with one rounding (an

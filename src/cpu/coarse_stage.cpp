@@ -86,16 +86,16 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
     const QuantizedMeans query = quantize_vectors(q_mean + row * dim, 1, dim);
     const QuantizedMeans& key = keys[static_cast<std::size_t>(bkv)];
 
-    // scores: what the row ranks, the scores without the row's factor 2^(E_q − kScoreBits).
+    // scores: what the row ranks and its softmax takes.
     std::vector<float> scores(static_cast<std::size_t>(nk));
     for (std::int64_t j = 0; j < nk; ++j) {
       std::int64_t sum = 0;
       for (std::int64_t d = 0; d < dim; ++d)
         sum += static_cast<std::int64_t>(query.q[static_cast<std::size_t>(d)]) * key.q[static_cast<std::size_t>(j * dim + d)];
       const auto jj = static_cast<std::size_t>(j);
-      scores[jj] = query.finite[0] && key.finite[jj] ? detail::score_rank(sum, key.exponent[jj]) : NAN;
+      const int shift = detail::score_shift(query.exponent[0], key.exponent[jj]);
+      scores[jj] = query.finite[0] && key.finite[jj] ? detail::score_rank(sum, shift) : NAN;
     }
-    const int row_exponent = query.exponent[0] - detail::kScoreBits;
 
     const std::vector<std::int64_t> chosen = select_blocks(scores, live, take);
     for (std::int64_t e = 0; e < topk; ++e) detail::store_int(p.q2k_idx, row * topk + e, e < take ? chosen[e] : -1);
@@ -106,7 +106,7 @@ void coarse_stage(const CoarseStageParams& p, float scale) {
       double top = -INFINITY, total = 0.0;
       for (std::int64_t j : live) top = std::max(top, static_cast<double>(scores[j]));
       for (std::int64_t j : live) {
-        const double weight = std::exp(std::ldexp(scores[j] - top, row_exponent) * scale);
+        const double weight = std::exp((scores[j] - top) * scale);
         total += weight;
         for (std::int64_t d = 0; d < dim; ++d) out[d] += weight * v[j * dim + d];
       }

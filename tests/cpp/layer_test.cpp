@@ -263,6 +263,30 @@ TEST(CoarseStage, TiesGoToTheLowerBlockId) {
   }
 }
 
+// Scaling a head's query means by 2^-s and its key means by 2^s leaves every score
+// q·k as it was, so the lists and the output must be the same bits, wherever in
+// float32's range the means sit (key means near 2^120 once overflowed the ranks to
+// inf: the output was NaN and ties went to the lower ids).
+TEST(CoarseStage, MeansFarApartInRangeGiveTheSameListsAndOutput) {
+  std::mt19937_64 rng(next_seed());
+  CoarseProblem base;
+  base.nk = 40;
+  base.topk = 7;
+  base.build(rng);
+  coarse_stage(base.params());
+  for (const int shift : {120, 60, -60, -100}) {
+    CoarseProblem p = base;
+    p.allocate_outputs();
+    for (std::int64_t i = 0; i < p.q_mean.numel(); ++i) p.q_mean.set(i, std::ldexp(base.q_mean.get(i), -shift));
+    for (std::int64_t i = 0; i < p.k_mean.numel(); ++i) p.k_mean.set(i, std::ldexp(base.k_mean.get(i), shift));
+    coarse_stage(p.params());
+    for (std::int64_t r = 0; r < p.batch * p.heads * p.nq; ++r)
+      ASSERT_EQ(p.listed(r), base.listed(r)) << "row " << r << " at " << shift;
+    for (std::int64_t e = 0; e < p.coarse.numel(); ++e)
+      ASSERT_EQ(p.coarse.get(e), base.coarse.get(e)) << "element " << e << " at " << shift;
+  }
+}
+
 TEST(CoarseStage, TopKOfNkListsEveryLiveBlock) {
   std::mt19937_64 rng(next_seed());
   CoarseProblem p;

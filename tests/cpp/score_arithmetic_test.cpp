@@ -79,6 +79,12 @@ TEST(ScoreArithmetic, RankIsTheExactSumRoundedThenScaled) {
   std::mt19937_64 rng(test::next_seed());
   std::uniform_int_distribution<std::int32_t> element(-(1 << 22), 1 << 22);
   std::uniform_int_distribution<int> exponent(-149, 127);
+  // The sum rounded to float32, times 2^shift in float64 (exact: float64's range holds
+  // every such product), rounded to float32 again (which changes nothing but subnormal,
+  // vanishing and overflowing results).
+  const auto want_rank = [](std::int64_t sum, int shift) {
+    return static_cast<float>(std::ldexp(static_cast<double>(static_cast<float>(sum)), shift));
+  };
   for (int i = 0; i < 50000; ++i) {
     const int dim = i % 2 ? 128 : 64;
     std::int64_t sum = 0;
@@ -89,31 +95,34 @@ TEST(ScoreArithmetic, RankIsTheExactSumRoundedThenScaled) {
       exact += static_cast<double>(a) * static_cast<double>(b);
     }
     ASSERT_EQ(static_cast<double>(sum), exact);
-    // The sum rounded to float32, times 2^(e − kScoreBits) in float64 (exact), rounded to
-    // float32 again (which changes nothing but subnormal and overflowing results).
-    const int e = exponent(rng);
-    const float want = static_cast<float>(
-        std::ldexp(static_cast<double>(static_cast<float>(sum)), e - detail::kScoreBits));
-    const float got = detail::score_rank(sum, e);
-    ASSERT_EQ(detail::float_bits(got), detail::float_bits(want)) << static_cast<long long>(sum) << " at " << e;
+    // Every pair of a query's and a key's exponents: shifts over [−340, 212].
+    const int shift = detail::score_shift(exponent(rng), exponent(rng));
+    ASSERT_EQ(detail::float_bits(detail::score_rank(sum, shift)), detail::float_bits(want_rank(sum, shift)))
+        << static_cast<long long>(sum) << " at " << shift;
   }
-  // Small sums at the lowest exponents: results in the subnormals, where the second
-  // factor rounds (ties to even included: an odd sum times 2^−150 at e = −129).
+  // Small sums at the lowest shifts: results in the subnormals, where the second factor
+  // rounds (ties to even included: an odd sum times 2^−150), and past them, where the
+  // clamped factors must still give 0.
   std::uniform_int_distribution<std::int64_t> small(-(std::int64_t{1} << 26), std::int64_t{1} << 26);
-  std::uniform_int_distribution<int> low_exponent(-149, -95);
+  std::uniform_int_distribution<int> low_shift(-340, -116);
   for (int i = 0; i < 200000; ++i) {
     const std::int64_t sum = i % 4 ? small(rng) : small(rng) % 64;
-    const int e = low_exponent(rng);
-    const float want = static_cast<float>(
-        std::ldexp(static_cast<double>(static_cast<float>(sum)), e - detail::kScoreBits));
-    ASSERT_EQ(detail::float_bits(detail::score_rank(sum, e)), detail::float_bits(want))
-        << static_cast<long long>(sum) << " at " << e;
+    const int shift = low_shift(rng);
+    ASSERT_EQ(detail::float_bits(detail::score_rank(sum, shift)), detail::float_bits(want_rank(sum, shift)))
+        << static_cast<long long>(sum) << " at " << shift;
   }
-  EXPECT_EQ(detail::float_bits(detail::score_rank(3, -129)), 2u);   // 1.5 ulps: to even, 2
-  EXPECT_EQ(detail::float_bits(detail::score_rank(1, -129)), 0u);   // 0.5 ulp: to even, 0
-  EXPECT_EQ(detail::float_bits(detail::score_rank(-5, -129)), 0x80000002u);  // -2.5 ulps: -2
+  // Every shift, at the sums that reach each end first.
+  for (int shift = detail::score_shift(-149, -149); shift <= detail::score_shift(127, 127); ++shift)
+    for (const std::int64_t sum : {std::int64_t{1}, std::int64_t{-3}, std::int64_t{1} << 51, -(std::int64_t{1} << 50) - 1})
+      ASSERT_EQ(detail::float_bits(detail::score_rank(sum, shift)), detail::float_bits(want_rank(sum, shift)))
+          << static_cast<long long>(sum) << " at " << shift;
+  EXPECT_EQ(detail::float_bits(detail::score_rank(3, -150)), 2u);            // 1.5 ulps: to even, 2
+  EXPECT_EQ(detail::float_bits(detail::score_rank(1, -150)), 0u);            // 0.5 ulp: to even, 0
+  EXPECT_EQ(detail::float_bits(detail::score_rank(-5, -150)), 0x80000002u);  // -2.5 ulps: -2
   EXPECT_EQ(detail::score_rank(0, 5), 0.0f);
-  EXPECT_TRUE(std::isinf(detail::score_rank(std::int64_t{1} << 50, 127)));
+  EXPECT_EQ(detail::score_rank(0, 212), 0.0f);
+  EXPECT_EQ(detail::score_rank(std::int64_t{1} << 51, 76), 0x1p127f);  // the largest the first factor reaches
+  EXPECT_TRUE(std::isinf(detail::score_rank(std::int64_t{1} << 50, 78)));
 }
 
 }  // namespace

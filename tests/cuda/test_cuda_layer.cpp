@@ -171,6 +171,10 @@ std::vector<CoarseCase> coarse_cases() {
       // queries), keys near 2^100 with small queries.
       {"subnormal_means", 1, 2, 1, 40, 300, 128, 30, DType::i32, B::mixed, false, nullptr, 0, -135, -140},
       {"huge_key_means", 1, 2, 2, 17, 200, 64, 20, DType::i32, B::mixed, false, nullptr, 0, -20, 100},
+      // Scores of ordinary size from means ~2^±120 (the ranks once left out the query's
+      // exponent, so huge key means overflowed them to inf).
+      {"huge_keys_tiny_queries", 1, 2, 1, 40, 300, 128, 30, DType::i32, B::mixed, false, nullptr, 0, -120, 120},
+      {"huge_queries_tiny_keys", 1, 2, 2, 17, 200, 64, 20, DType::i32, B::mixed, false, nullptr, 0, 120, -120},
   };
 }
 

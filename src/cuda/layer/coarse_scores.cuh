@@ -176,12 +176,10 @@ __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const s
       key_exponent[h] = detail::magnitude_exponent(range.largest);
       key_finite[h] = range.finite;
     }
-    // What every output of key h needs, once per tile: its rank scale, and whether it is live.
-    detail::RankScale rank_scale[2];
+    // Whether each key is live, once per tile.
     bool key_live[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      rank_scale[h] = detail::rank_scale(key_exponent[h]);
       const int key = tile * 16 + g + 8 * h;
       key_live[h] = key < nk && ((live_bits[key >> 5] >> (key & 31)) & 1u);
     }
@@ -232,7 +230,8 @@ __device__ void score_tiles(const float* k_mean, int nk, int valid_rows, const s
           std::int64_t sum = -static_cast<std::int64_t>(s.row_sum[row]) * (std::int64_t{1} << 22);
 #pragma unroll
           for (int k = 0; k < kGroups; ++k) sum += static_cast<std::int64_t>(acc[n][k][e]) * (std::int64_t{1} << (8 * k));
-          const std::uint32_t key_bits = detail::score_key(detail::score_rank(sum, rank_scale[h]));
+          const int shift = detail::score_shift(s.row_exponent[row], key_exponent[h]);
+          const std::uint32_t key_bits = detail::score_key(detail::score_rank(sum, shift));
           keys[row * pitch + key] = !(key_live[h] && row < valid_rows)    ? 0u
                                     : s.row_finite[row] && key_finite[h] ? key_bits
                                                                          : kNanKey;

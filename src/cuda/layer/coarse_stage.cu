@@ -199,8 +199,7 @@ __device__ __forceinline__ SearchStart search_start(const std::uint32_t* keys, i
 // row_scale gets 1 / their sum (0 for a row with no live block).
 template <int kN>
 __device__ void select_rows(float* scores, int n_live, int first_row,
-                            int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale,
-                            const int* row_exponent) {
+                            int valid_rows, const CoarseParams& p, std::int64_t first_list_row, float* row_scale) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int pitch = p.score_pitch, width = p.score_width;
   const int take = min(p.topk, n_live);
@@ -334,12 +333,10 @@ __device__ void select_rows(float* scores, int n_live, int first_row,
     if (!active[r]) continue;
     float* row = scores + (first_row + r) * pitch;
     const float top = score_of(__reduce_max_sync(kAll, lifted_top[r]) - kKeyLift);
-    // The scores' values are the ranked floats times the row's 2^(E_q − kScoreBits); the top
-    // score's weight is 1 even where that factor overflows.
-    const float factor = ldexpf(p.scale_log2, row_exponent[first_row + r] - detail::kScoreBits);
+    // The top score's weight is exactly 1, as on the CPU.
     const auto weight = [&](std::uint32_t key) {  // 0 for dead blocks and padding (key 0)
       const float below_top = score_of(key) - top;
-      return key != 0u ? (below_top == 0.0f ? 1.0f : ptx::exp2_fast(below_top * factor)) : 0.0f;
+      return key != 0u ? (below_top == 0.0f ? 1.0f : ptx::exp2_fast(below_top * p.scale_log2)) : 0.0f;
     };
     float total = 0.0f;
     for (int j = 4 * lane; j < width; j += 4 * 32) {
@@ -422,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
   // ---- 2. selection and softmax weights ------------------------------------------------------
   constexpr int kWarpRows = kRows / kWarps;
   select_rows<kWarpRows>(scores, *live_count, warp * kWarpRows, valid_rows, p,
-                         bh * p.nq + first_row + warp * kWarpRows, row_scale, step1.row_exponent);
+                         bh * p.nq + first_row + warp * kWarpRows, row_scale);
   __syncthreads();  // every row's weights, before any warp reads them
 
   // ---- 3. coarse output, Oᵀ = Vᵀ·Pᵀ -----------------------------------------------------------
