@@ -14,7 +14,9 @@
 //
 // only: 0 times everything; 1 the forward (with and without lse), 2 the
 // backward, 3 the deterministic backward alone (so a profiler sees one kind of
-// launch).
+// launch), 4 the VSA layer's coarse stage alone (vsa::coarse_stage on float32
+// means of the shape a self-attention layer gives it: NQ = NK, these topk and
+// block sizes).
 //
 // calls: calls per timing, issued back to back (default 1: each call timed
 // alone, the device waiting for its first launches; more: the host ahead, as
@@ -219,6 +221,28 @@ int main(int argc, char** argv) {
       no_lse.lse = TensorRef{};
       const auto [fwd, fwd_no_lse] = medians_ms(calls, [&] { vsa::forward(p); }, [&] { vsa::forward(no_lse); });
       std::printf(" fwd %.3f ms (%.1f TFLOP/s) fwd without lse %.3f ms", fwd, flops / fwd / 1e9, fwd_no_lse);
+    }
+    if (only == 4) {
+      // Means of 64 standard normal tokens: normal, with a sixty-fourth of their variance.
+      const std::vector<__nv_bfloat16> draws = normal_bf16(static_cast<std::size_t>(3 * heads * nk * dim), 3);
+      std::vector<float> means(draws.size());
+      std::transform(draws.begin(), draws.end(), means.begin(), [](__nv_bfloat16 x) { return __bfloat162float(x) / 8.0f; });
+      float* d_means = to_device(means);
+      float* d_coarse = nullptr;
+      check(cudaMalloc(&d_coarse, heads * nk * dim * sizeof(float)), "cudaMalloc coarse");
+      const auto mean_ref = [&](std::int64_t i) {
+        return TensorRef::contiguous(d_means + i * heads * nk * dim, vsa::DType::f32, {1, heads, nk, dim}, cuda);
+      };
+      vsa::CoarseStageParams c;
+      c.q_mean = mean_ref(0);
+      c.k_mean = mean_ref(1);
+      c.v_mean = mean_ref(2);
+      c.variable_block_sizes = p.in.variable_block_sizes;
+      c.coarse_out = TensorRef::contiguous(d_coarse, vsa::DType::f32, {1, heads, nk, dim}, cuda);
+      c.q2k_idx = p.in.q2k_idx;
+      c.q2k_num = p.in.q2k_num;
+      std::printf(" coarse stage %.1f us\n", 1e3 * median_ms(calls, [&] { vsa::coarse_stage(c); }));
+      return 0;
     }
     if (only != 1) vsa::forward(p);  // out and lse for the backward
     if (only == 0 || only == 2) {
