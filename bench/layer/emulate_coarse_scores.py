@@ -28,10 +28,13 @@ def quantize_mean(x, E):
         q = sig >> shift; rest = sig & ((1 << shift) - 1); half = 1 << (shift - 1)
         if rest > half or (rest == half and (q & 1)): q += 1
     return -q if b >> 31 else q
-def score_rank(total, E):
-    # RN(total) in float32, then times 2^(E - KS) (layer_arithmetic.hpp: one more rounding for subnormals)
+def score_rank(total, EQ, EK):
+    # RN(total) in float32, then times 2^(EQ + EK - 2 KS) (layer_arithmetic.hpp: one more rounding
+    # for subnormal results; 0 below float32's range, inf past it)
     f = np.float32(total)
-    return np.float32(math.ldexp(float(f), E - KS)) if f != 0 else f
+    if f == 0: return f
+    scaled = math.ldexp(float(f), EQ + EK - 2 * KS)
+    return np.float32(scaled) if abs(scaled) < 2.0 ** 128 else np.float32(math.copysign(np.inf, scaled))
 def score_key(f):
     b = fbits(f)
     if b == 0x80000000: b = 0
@@ -112,14 +115,14 @@ def run(R=32, D=128, nk=50, valid_rows=29):
                             key = tile * 16 + g + 8 * (e >> 1); row = first_row + 8 * n + 2 * t + (e & 1)
                             s = -row_sum[row] * (1 << 22) + sum(int(acc[lane, n, k, e]) * (1 << (8 * k)) for k in range(5))
                             ok = key < nk and live[key] and row < valid_rows
-                            keys[row, key] = score_key(score_rank(s, EK[min(key, nk - 1)])) if ok else 0
+                            keys[row, key] = score_key(score_rank(s, row_exp[row], EK[min(key, nk - 1)])) if ok else 0
             tile += 8
     # CPU rule
     Qq = np.array([[quantize_mean(v, row_exp[r]) for v in q[r]] for r in range(R)], dtype=np.int64)
     Qk = np.array([[quantize_mean(v, EK[j]) for v in K[j]] for j in range(nk)], dtype=np.int64)
     for r in range(valid_rows):
         for j in range(nk):
-            want = score_key(score_rank(int((Qq[r] * Qk[j]).sum()), EK[j])) if live[j] else 0
+            want = score_key(score_rank(int((Qq[r] * Qk[j]).sum()), row_exp[r], EK[j])) if live[j] else 0
             assert keys[r, j] == want, (r, j, keys[r, j], want)
     print("ok", R, D, nk)
 run(32, 128, 50, 29)
