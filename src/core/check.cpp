@@ -130,6 +130,11 @@ void expect_addressable(const TensorRef& t, const char* name) {
     fail(std::string(name) + ".shape", "extents >= 0 whose bytes fit in int64", t.shape_string());
 }
 
+void expect_int32_holds(const TensorRef& out, const char* name, std::int64_t largest, const std::string& why) {
+  if (out.dtype == DType::i32 && largest >= kInt32Ids)
+    fail(std::string(name) + ".dtype", "int64 for values up to " + str(largest) + " (" + why + ")", "int32");
+}
+
 void expect_contiguous(const TensorRef& t, const char* name) {
   if (!t.is_contiguous()) fail(std::string(name) + ".stride", "a contiguous tensor", "strided");
 }

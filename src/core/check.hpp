@@ -36,6 +36,11 @@ void expect_distinct_rows(const TensorRef& t, const char* name);
 // expect_like and expect_distinct_rows.
 void expect_output_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
 
+// The count of ids an int32 list can hold: [0, 2^31).
+constexpr std::int64_t kInt32Ids = std::int64_t{1} << 31;
+// An int32 output whose values may reach `largest` (ids or counts) would wrap past 2^31 - 1.
+void expect_int32_holds(const TensorRef& out, const char* name, std::int64_t largest, const std::string& why);
+
 // Outputs of the forward pass (out, and lse when need_lse) and its optional
 // epilogue addend (coarse, gate).
 void check_forward_outputs(const ForwardParams& p, const ProblemShape& s);

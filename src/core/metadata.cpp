@@ -15,16 +15,15 @@ namespace {
 using detail::expect_addressable;
 using detail::expect_contiguous;
 using detail::expect_defined;
+using detail::expect_int32_holds;
 using detail::expect_int_dtype;
 using detail::expect_rank;
 using detail::expect_same_device;
 using detail::expect_shape;
 using detail::fail;
+using detail::kInt32Ids;
 
 std::string str(std::int64_t v) { return std::to_string(v); }
-
-// The count of ids an int32 list can hold: [0, 2^31).
-constexpr std::int64_t kInt32Ids = std::int64_t{1} << 31;
 
 // An int32/int64 contiguous tensor of the given rank on `ref`'s device.
 void expect_int_tensor(const TensorRef& t, const char* name, int rank, const TensorRef& ref,
@@ -53,12 +52,6 @@ void expect_matching_outputs(const TensorRef& q2k_idx, const TensorRef& q2k_num)
   if (q2k_num.dtype != q2k_idx.dtype)
     fail("q2k_num.dtype", std::string(dtype_name(q2k_idx.dtype)) + " (as q2k_idx)",
          dtype_name(q2k_num.dtype));
-}
-
-// An int32 output whose values may reach `largest` (ids or counts) would wrap past 2^31 - 1.
-void expect_int32_holds(const TensorRef& out, const char* name, std::int64_t largest, const std::string& why) {
-  if (out.dtype == DType::i32 && largest >= kInt32Ids)
-    fail(std::string(name) + ".dtype", "int64 for values up to " + str(largest) + " (" + why + ")", "int32");
 }
 
 // Block offsets [N+1] of a packed batch: 0 first, never decreasing.
@@ -154,6 +147,8 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
   expect_block_lists(q2k_idx, "q2k_idx", q2k_num, "q2k_num", topk, "topk");
   expect_shape(q2k_idx, "q2k_idx", topk);
   expect_matching_outputs(q2k_idx, q2k_num);
+  // Every row's count is K.
+  expect_int32_holds(q2k_num, "q2k_num", topk.shape[3], "K = " + str(topk.shape[3]) + " entries per row");
 
   if (topk.device != Device::cpu) {
     cuda::topk_to_index(topk, q2k_idx, q2k_num, stream);  // ids >= 0 is a precondition there

@@ -307,11 +307,19 @@ TEST(MetadataRejects, BadArguments) {
   const HostTensor negative = int_tensor(DType::i32, {1, 1, 1, 2}, {0, -3});
   HostTensor topk_idx(DType::i32, {1, 1, 1, 2}), topk_num(DType::i32, {1, 1, 1});
   topk_idx.poison();
+  topk_num.poison();
   expect_error_on("topk", [&] { topk_to_index(negative.ref(), topk_idx.ref(), topk_num.ref()); });
   TensorRef cuda_idx = topk_idx.ref();
   cuda_idx.device = Device::cuda;
   expect_error_on("q2k_idx.device", [&] { topk_to_index(negative.ref(), cuda_idx, topk_num.ref()); });
+  // K = 2^31 entries per row: an int32 count of K would wrap to -2^31. Refused before any read.
+  const HostTensor ids = int_tensor(DType::i32, {1, 1, 1, 2}, {1, 0});
+  TensorRef huge_topk = ids.ref(), huge_topk_idx = topk_idx.ref();
+  huge_topk.shape[3] = huge_topk_idx.shape[3] = std::int64_t{1} << 31;
+  huge_topk.stride = huge_topk_idx.stride = {huge_topk.shape[3], huge_topk.shape[3], huge_topk.shape[3], 1};
+  expect_error_on("q2k_num.dtype", [&] { topk_to_index(huge_topk, huge_topk_idx, topk_num.ref()); });
   EXPECT_TRUE(topk_idx.untouched());
+  EXPECT_TRUE(topk_num.untouched());
 }
 
 }  // namespace
