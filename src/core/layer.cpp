@@ -212,6 +212,9 @@ void coarse_stage(const CoarseStageParams& p) {
   if (p.q2k_num.dtype != p.q2k_idx.dtype)
     fail("q2k_num.dtype", std::string(dtype_name(p.q2k_idx.dtype)) + " (as q2k_idx)",
          dtype_name(p.q2k_num.dtype));
+  // Ids below NK and counts up to top-k, as map_to_index's lists.
+  detail::expect_int32_holds(p.q2k_idx, "q2k_idx", c.nk - 1, "NK = " + str(c.nk) + " KV blocks");
+  detail::expect_int32_holds(p.q2k_num, "q2k_num", topk, "top-k = " + str(topk));
 
   if (q.device == Device::cpu)
     cpu::coarse_stage(p, c.scale);

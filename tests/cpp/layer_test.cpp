@@ -564,6 +564,15 @@ TEST(LayerRejects, BadArguments) {
   params = p.params();
   params.scale = -1.0f;
   expect_error_on("scale", [&] { coarse_stage(params); });
+  // 2^31 + 1 KV blocks: int32 lists would wrap ids past 2^31 - 1 (and a top-k of 2^31 its counts).
+  // Only the descriptors are large: refused before any read.
+  params = p.params();
+  for (TensorRef* kv : {&params.k_mean, &params.v_mean}) {
+    kv->shape[2] = (std::int64_t{1} << 31) + 1;
+    kv->stride = {p.kv_heads * kv->shape[2] * p.dim, kv->shape[2] * p.dim, p.dim, 1};
+  }
+  params.variable_block_sizes.shape[0] = params.k_mean.shape[2];
+  expect_error_on("q2k_idx.dtype", [&] { coarse_stage(params); });
   EXPECT_TRUE(p.coarse.untouched() && p.idx.untouched() && p.num.untouched());
 
   coarse_stage(p.params());
