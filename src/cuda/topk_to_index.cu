@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/cuda_backend.hpp"
 
@@ -61,9 +62,7 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
                 "at most " + std::to_string(max_smem / sizeof(long long) - 2) + " ids per row on this GPU",
                 topk.shape_string());
   if (rows == 0) return;
-  check_cuda(cudaFuncSetAttribute(topk_to_index_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem)),
-             "cudaFuncSetAttribute(topk_to_index_kernel)");
+  allow_dynamic_smem<topk_to_index_kernel>(static_cast<int>(smem), "cudaFuncSetAttribute(topk_to_index_kernel)");
   const int threads = k >= 256 ? 256 : (k + 31) / 32 * 32;
   topk_to_index_kernel<<<static_cast<unsigned>(rows), threads, smem, static_cast<cudaStream_t>(stream)>>>(
       topk.data, topk.dtype == DType::i64, k, q2k_idx.data, q2k_num.data, q2k_idx.dtype == DType::i64);

@@ -17,7 +17,9 @@ namespace vsa::test {
 
 class DeviceMirror {
  public:
+  // On the current device.
   explicit DeviceMirror(const HostTensor& host) : host_(host.ref()) {
+    EXPECT_EQ(cudaGetDevice(&device_index_), cudaSuccess);
     bytes_ = span_elements(host_) * dtype_size(host_.dtype);
     EXPECT_EQ(cudaMalloc(&device_, bytes_), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(device_, host_.data, bytes_, cudaMemcpyHostToDevice), cudaSuccess);
@@ -30,7 +32,7 @@ class DeviceMirror {
     TensorRef r = host_;
     r.data = device_;
     r.device = Device::cuda;
-    r.device_index = 0;
+    r.device_index = device_index_;
     return r;
   }
   void copy_back() const {
@@ -46,6 +48,7 @@ class DeviceMirror {
   }
 
   TensorRef host_;
+  int device_index_ = 0;
   void* device_ = nullptr;
   std::size_t bytes_ = 0;
 };

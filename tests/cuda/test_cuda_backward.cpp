@@ -47,6 +47,37 @@ std::string case_and_path_name(const ::testing::TestParamInfo<std::tuple<Attenti
 }
 std::string path_name(const ::testing::TestParamInfo<bool>& param) { return dq_path_name(param.param); }
 
+// Kernels of more than 48 KB of dynamic shared memory (the key pass, forward v2 at D = 128) run
+// on every device of the process: their allowance is an attribute per device, which was set
+// on the first device only (the second failed at launch).
+TEST(CudaDevices, ForwardAndBackwardOnEachDeviceInTurn) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) GTEST_SKIP() << "needs two CUDA devices";
+  AttentionCase c;
+  c.dtype = DType::bf16;
+  c.head_dim = 128;
+  for (const int device : {0, 1, 0}) {
+    SCOPED_TRACE("device " + std::to_string(device));
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    AttentionProblem problem(c, next_seed());
+    {
+      ForwardParams p = problem.forward_params(true);
+      const DeviceInputs inputs(problem);
+      const DeviceMirror out(problem.out), lse(problem.lse);
+      p.in = inputs.inputs();
+      p.out = out.ref();
+      p.lse = lse.ref();
+      forward(p);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      out.copy_back();
+      lse.copy_back();
+      problem.expect_forward_matches(true);
+    }
+    expect_gpu_backward_matches(problem, false);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+}
+
 class CudaBackward : public ::testing::TestWithParam<std::tuple<AttentionCase, bool>> {};
 
 TEST_P(CudaBackward, MatchesReference) {

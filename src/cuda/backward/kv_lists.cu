@@ -2,6 +2,7 @@
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/smem_opt_in.hpp"
 
 namespace vsa::cuda {
 namespace {
@@ -229,9 +230,7 @@ void build_kv_lists(const KvListArgs& a, cudaStream_t stream) {
   check_launch("kv lists: scan_kernel");
   const dim3 place_grid(static_cast<unsigned>((a.num_kv_blocks + kPlaceLists - 1) / kPlaceLists * kListRanges),
                         static_cast<unsigned>(a.rows / a.num_q_blocks));
-  check_cuda(cudaFuncSetAttribute(place_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kPlaceSmem)),
-             "cudaFuncSetAttribute(kv lists: place_kernel)");
+  allow_dynamic_smem<place_kernel>(static_cast<int>(kPlaceSmem), "cudaFuncSetAttribute(kv lists: place_kernel)");
   place_kernel<<<place_grid, kPlaceThreads, kPlaceSmem, stream>>>(a);
   check_launch("kv lists: place_kernel");
   order_kernel<<<static_cast<unsigned>(lists / a.kv_group / a.num_kv_blocks), kScanThreads, 0, stream>>>(a);

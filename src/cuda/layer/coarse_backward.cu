@@ -45,6 +45,7 @@
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/cuda_backend.hpp"
@@ -529,9 +530,8 @@ void launch(const MeanGradParams& p, const RoundingParams& rounding, unsigned he
   round_means_kernel<<<dim3(std::min(layer::ctas_for(vecs), 528u), 4), layer::kThreads, 0, stream>>>(rounding);
   check_launch("round_means_kernel");
   constexpr std::size_t kRowsSmem = RowsSmem<kHeadDim>::kBytes;
-  check_cuda(cudaFuncSetAttribute(coarse_rows_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kRowsSmem)),
-             "cudaFuncSetAttribute(coarse_rows_kernel)");
+  allow_dynamic_smem<coarse_rows_kernel<kHeadDim>>(static_cast<int>(kRowsSmem),
+                                                   "cudaFuncSetAttribute(coarse_rows_kernel)");
   const dim3 row_grid((p.rows_padded / kWarpRows + kRowTiles - 1) / kRowTiles, heads);
   coarse_rows_kernel<kHeadDim><<<row_grid, 32 * kRowWarps, kRowsSmem, stream>>>(p);
   check_launch("coarse_rows_kernel");

@@ -34,6 +34,7 @@
 
 #include "core/layer_arithmetic.hpp"
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/cuda_backend.hpp"
@@ -488,10 +489,9 @@ __global__ void __launch_bounds__(kThreads, 2) coarse_stage_kernel(const CoarseP
 template <int kHeadDim, int kRowGroups>
 void launch(const CoarseParams& p, int batch, cudaStream_t stream) {
   using C = Config<kHeadDim, kRowGroups>;
-  const auto kernel = coarse_stage_kernel<kHeadDim, kRowGroups>;
+  constexpr auto kernel = coarse_stage_kernel<kHeadDim, kRowGroups>;
   const auto smem = static_cast<int>(C::bytes(p.nk));
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-             "cudaFuncSetAttribute(coarse_stage_kernel)");
+  allow_dynamic_smem<kernel>(smem, "cudaFuncSetAttribute(coarse_stage_kernel)");
   const dim3 grid(static_cast<unsigned>((p.nq + C::kRows - 1) / C::kRows), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(batch));
   kernel<<<grid, kThreads, smem, stream>>>(p);
