@@ -17,6 +17,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -362,6 +363,37 @@ TEST(CudaCoarseStageNan, NanScoresPickTheSameListsAsTheCpu) {
   for (std::int64_t e = 0; e < topk; ++e) has_7 = has_7 || cpu_idx.get_int(e) == 7;
   EXPECT_TRUE(has_7);
   EXPECT_EQ(cpu_idx.get_int(3 * topk), 0);
+}
+
+// Two host threads launching the coarse stage at two shared-memory sizes on one device (the
+// 32-row kernel at 500 and 1200 KV blocks: about 80 and 170 KB): each call's allowance must hold
+// until its launch. It was set on every call, so one thread could lower it between the other's
+// setting and its launch ("invalid argument"); now it is only ever raised. A race: before that
+// change this failed in some runs, not all.
+TEST(CudaCoarseStageThreads, TwoSizesFromTwoThreadsOnOneDevice) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const ScopedEnv rows("VSA_COARSE_ROWS", "32");  // one kernel for both sizes
+  const auto run = [](std::int64_t nk, std::uint64_t seed, std::string* error) {
+    std::mt19937_64 rng(seed);
+    HostTensor q = random_f32(rng, {1, 2, 32, 128});
+    HostTensor k = random_f32(rng, {1, 1, nk, 128}), v = random_f32(rng, {1, 1, nk, 128});
+    HostTensor vbs = int_vector(DType::i32, std::vector<std::int64_t>(static_cast<std::size_t>(nk), 64));
+    HostTensor out(DType::f32, {1, 2, 32, 128}), idx(DType::i32, {1, 2, 32, 8}), num(DType::i32, {1, 2, 32});
+    on_device({&q, &k, &v, &vbs, &out, &idx, &num}, [&](const std::vector<TensorRef>& r) {
+      try {
+        for (int call = 0; call < 400; ++call)
+          coarse_stage({r[0], r[1], r[2], r[3], 0.0f, r[4], r[5], r[6], nullptr});
+      } catch (const Error& e) {
+        *error = e.what();
+      }
+    });
+  };
+  std::string small_error, large_error;
+  std::thread small(run, 500, next_seed(), &small_error), large(run, 1200, next_seed(), &large_error);
+  small.join();
+  large.join();
+  EXPECT_EQ(small_error, "");
+  EXPECT_EQ(large_error, "");
 }
 
 TEST(CudaCoarseStageLimit, TooManyKvBlocksIsUnsupported) {
