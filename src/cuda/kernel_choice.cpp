@@ -102,6 +102,15 @@ std::size_t stored_ds_cap_bytes() {
   return static_cast<std::size_t>(mb) * kMb;
 }
 
+std::int64_t list_entries_cap() {
+  const char* requested = std::getenv("VSA_CUDA_LIST_ENTRIES");
+  if (requested == nullptr || requested[0] == '\0') return kMaxListEntries;
+  const unsigned long long entries = positive_whole_number(requested, kMaxListEntries);
+  if (entries == 0)
+    throw Error(ErrorKind::invalid_argument, "VSA_CUDA_LIST_ENTRIES", "a whole number in [1, 2^31 - 1]", requested);
+  return static_cast<std::int64_t>(entries);
+}
+
 WalkPhase walk_phase_for(std::size_t slice_bytes, std::size_t l2_bytes, int sm_count, std::int64_t waves) {
   constexpr std::int64_t kMinWaves = 8;
   constexpr WalkPhase kListOrder{0, 0};

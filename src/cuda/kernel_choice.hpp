@@ -80,6 +80,12 @@ DqMethod dq_method_for(KernelFamily family, bool deterministic, int head_dim);
 // The stored-dS path's cap on its dSᵀ tiles' workspace, in bytes.
 std::size_t stored_ds_cap_bytes();
 
+// The most KV->Q list entries one chunk of the backward's list and key passes may hold
+// (backward/workspace.hpp, ListChunks): 2^31 − 1, what the int32 lists index.
+// VSA_CUDA_LIST_ENTRIES=<n> lowers it, so that small test problems run in several chunks.
+constexpr std::int64_t kMaxListEntries = 0x7fffffff;
+std::int64_t list_entries_cap();
+
 // The waves over which a phase grows, when the rule (or `on`) phases a launch.
 constexpr int kWalkRampWaves = 8;
 

@@ -6,20 +6,24 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "attention_cases.hpp"
+#include "cuda/backward/workspace.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "device_buffer.hpp"
 #include "scoped_env.hpp"
 #include "support/mean_grad_addends.hpp"
 #include "support/unattended_blocks.hpp"
+#include "vsa/metadata.hpp"
 
 namespace vsa::test {
 namespace {
@@ -325,6 +329,133 @@ TEST(CudaBackwardStoredDs, GroupsOfUnitsMatchReference) {
       device.run();
       problem.expect_backward_matches();
     }
+  }
+}
+
+// The lists and the key (and dQ) passes over chunks of (batch, kv head) units (backward/
+// workspace.hpp, ListChunks), which a call takes only past 2^31 - 1 list entries: here
+// VSA_CUDA_LIST_ENTRIES brings the limit down to one unit's lists (chunks of one kv head of one
+// batch, or of one batch without GQA groups) and to two units' (whole batches where a batch has
+// up to two kv heads), on the case matrix with a second batch and the block-mean addends (whose
+// pointers move with the chunk too), both dq paths.
+class CudaBackwardListChunks : public ::testing::TestWithParam<std::tuple<AttentionCase, bool>> {};
+
+TEST_P(CudaBackwardListChunks, ChunkedPassesMatchReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [c0, deterministic] = GetParam();
+  AttentionCase c = on_gpu(c0);
+  c.batch = 2;
+  const std::int64_t unit_entries = c.heads / c.kv_heads * c.num_q_blocks * c.max_kv;
+  for (const std::int64_t units : {1, 2}) {  // per chunk
+    const std::uint64_t seed = next_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(units) + " unit(s) of lists per chunk");
+    AttentionProblem problem(c, seed);
+    std::mt19937_64 rng(seed + 1);
+    const MeanGradAddends add = draw_mean_grad_addends(problem, rng, true, true, true);
+    DeviceBackward device = gpu_backward(problem, deterministic);
+    const DeviceMirror dq_mean(add.dq_mean), dk_mean(add.dk_mean), dv_mean(add.dv_mean);
+    device.params.dq_mean = dq_mean.ref();
+    device.params.dk_mean = dk_mean.ref();
+    device.params.dv_mean = dv_mean.ref();
+    const ScopedEnv cap("VSA_CUDA_LIST_ENTRIES", std::to_string(units * unit_entries).c_str());
+    const ProblemShape shape = check_inputs(device.params.in);
+    const cuda::ListChunks chunks = cuda::BwdWorkspace::layout(shape, cuda::DqMethod::atomic).chunks;
+    EXPECT_EQ(chunks.units_per_chunk(), units < c.kv_heads ? units : units / c.kv_heads * c.kv_heads);
+    device.run();
+    problem.expect_backward_matches(add.added);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardListChunks,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kBothDqPaths)),
+                         case_and_path_name);
+
+// Past 2^31 - 1 listed entries: two heads of 33024 blocks of 64 tokens, every block listed by
+// every query block (2.18e9 KV->Q entries; 2^31 is reached, for example, by 8 × 24 heads of
+// 3346 blocks all listed, or of 6700 blocks at top-k 1670). Before the lists ran in chunks their
+// int32 offsets wrapped past 2^31: the placement wrote, and the key pass read, out of bounds,
+// and the list that straddled the wrap was walked for one query block only. q = k = 0 (every
+// score 0), v = out = dout = 0.74609375 (bytes 0x3F) and lse = log2(Skv), so P = 1/Skv
+// everywhere and dS = P · (dO·Vᵀ − rowsum(dO ∘ O)) = 0 exactly: dq and dk are exactly 0 and dv
+// is Sq/Skv · dO = dO, to rounding. About 26 GB of GPU memory and a minute of an H200: it runs
+// only with VSA_CUDA_LARGE_TESTS=1, on the atomic dq path (the stored dS tiles would take 8.9 TB).
+TEST(CudaBackwardLarge, ListsPast2To31EntriesMatchTheClosedForm) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const char* large = std::getenv("VSA_CUDA_LARGE_TESTS");
+  if (large == nullptr || std::string(large) != "1") GTEST_SKIP() << "set VSA_CUDA_LARGE_TESTS=1 to run";
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < (std::size_t{30} << 30)) GTEST_SKIP() << "needs 30 GB of free GPU memory";
+  const ScopedEnv atomic("VSA_CUDA_DQ", "atomic");
+  const ScopedEnv no_cap("VSA_CUDA_LIST_ENTRIES", nullptr);
+  constexpr std::int64_t kHeads = 2, kBlocks = 33024, kBlock = 64, kDim = 64, kSeq = kBlocks * kBlock;
+  constexpr std::int64_t kElems = kHeads * kSeq * kDim;
+  constexpr std::size_t kSeqBytes = kElems * 2;
+  const auto tensor = [](const DeviceBytes& b, DType dtype, std::initializer_list<std::int64_t> shape) {
+    return TensorRef::contiguous(b.data(), dtype, shape, Device::cuda, 0);
+  };
+  const DeviceBytes q(kSeqBytes), k(kSeqBytes), v(kSeqBytes), out(kSeqBytes), dout(kSeqBytes), dq(kSeqBytes),
+      dk(kSeqBytes), dv(kSeqBytes);
+  for (const DeviceBytes* zero : {&q, &k}) ASSERT_EQ(cudaMemset(zero->data(), 0, kSeqBytes), cudaSuccess);
+  for (const DeviceBytes* half : {&v, &out, &dout}) ASSERT_EQ(cudaMemset(half->data(), 0x3F, kSeqBytes), cudaSuccess);
+  for (const DeviceBytes* grad : {&dq, &dk, &dv}) ASSERT_EQ(cudaMemset(grad->data(), 0xFF, kSeqBytes), cudaSuccess);
+  const std::vector<float> lse_host(static_cast<std::size_t>(kHeads * kSeq), std::log2(static_cast<float>(kSeq)));
+  const std::vector<std::int32_t> vbs_host(kBlocks, static_cast<std::int32_t>(kBlock));
+  const DeviceBytes lse(lse_host.size() * sizeof(float)), vbs(vbs_host.size() * sizeof(std::int32_t));
+  ASSERT_EQ(cudaMemcpy(lse.data(), lse_host.data(), lse.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(vbs.data(), vbs_host.data(), vbs.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  const DeviceBytes idx(static_cast<std::size_t>(kHeads * kBlocks * kBlocks) * sizeof(std::int32_t));
+  const DeviceBytes num(static_cast<std::size_t>(kHeads * kBlocks) * sizeof(std::int32_t));
+  {  // every block listed, ascending
+    const DeviceBytes map(static_cast<std::size_t>(kHeads * kBlocks * kBlocks));
+    ASSERT_EQ(cudaMemset(map.data(), 1, map.size()), cudaSuccess);
+    vsa::map_to_index(tensor(map, DType::boolean, {1, kHeads, kBlocks, kBlocks}),
+                      tensor(idx, DType::i32, {1, kHeads, kBlocks, kBlocks}), tensor(num, DType::i32, {1, kHeads, kBlocks}));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  BackwardParams p;
+  p.in.q = tensor(q, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.in.k = tensor(k, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.in.v = tensor(v, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.in.q2k_idx = tensor(idx, DType::i32, {1, kHeads, kBlocks, kBlocks});
+  p.in.q2k_num = tensor(num, DType::i32, {1, kHeads, kBlocks});
+  p.in.variable_block_sizes = tensor(vbs, DType::i32, {kBlocks});
+  p.out = tensor(out, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.dout = tensor(dout, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.lse = tensor(lse, DType::f32, {1, kHeads, kSeq});
+  p.dq = tensor(dq, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.dk = tensor(dk, DType::bf16, {1, kHeads, kSeq, kDim});
+  p.dv = tensor(dv, DType::bf16, {1, kHeads, kSeq, kDim});
+  const DeviceBytes workspace(backward_workspace_bytes(p));
+  p.workspace = workspace.data();
+  p.workspace_bytes = workspace.size();
+  vsa::backward(p);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  std::vector<std::uint16_t> host(static_cast<std::size_t>(kElems));
+  const auto value = [](std::uint16_t bits) {
+    const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &word, sizeof(f));
+    return f;
+  };
+  const float d_out = value(0x3F3F);
+  const struct {
+    const char* name;
+    const DeviceBytes& grad;
+    float expected;
+  } grads[] = {{"dq", dq, 0.0f}, {"dk", dk, 0.0f}, {"dv", dv, d_out}};
+  for (const auto& g : grads) {
+    ASSERT_EQ(cudaMemcpy(host.data(), g.grad.data(), kSeqBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::int64_t wrong = 0, first = -1;
+    for (std::int64_t e = 0; e < kElems; ++e) {
+      const float x = value(host[static_cast<std::size_t>(e)]);
+      const bool ok = g.expected == 0.0f ? x == 0.0f : std::fabs(x - g.expected) <= 0.01f * g.expected;
+      if (!ok && wrong++ == 0) first = e;
+    }
+    EXPECT_EQ(wrong, 0) << g.name << ": " << wrong << " elements off; the first, flat " << first << " (row "
+                        << first / kDim << "), is " << (first >= 0 ? value(host[static_cast<std::size_t>(first)]) : 0.0f)
+                        << " against " << g.expected;
   }
 }
 

@@ -334,5 +334,70 @@ TEST(DqMethod, StoredDsGroupsFitTheCap) {
   EXPECT_EQ(blk128.units_per_group, (std::int64_t{4096} << 20) / (blk128.tiles_per_unit * static_cast<std::int64_t>(kDsTileBytes)));
 }
 
+// The backward's KV->Q lists index their entries in int32 (workspace.hpp, ListChunks): a call
+// whose q2k capacity fits 2^31 - 1 is one chunk, as before; a larger one runs in chunks of whole
+// batches, or of kv heads of one batch, each below the limit; a (batch, kv head) that alone
+// holds more is refused before any workspace is asked for.
+TEST(BackwardLists, ChunksKeepEachListIndexBelow2To31) {
+  ProblemShape s{};
+  s.batch = 8;  // HunyuanVideo 720p: 1875 blocks of 64 tokens, top-k 192
+  s.heads = s.kv_heads = 24;
+  s.block = 64;
+  s.num_q_blocks = s.num_kv_blocks = 1875;
+  s.max_kv = 192;
+  const ListChunks whole = ListChunks::plan(s, kMaxListEntries);
+  EXPECT_EQ(whole.batches_per_chunk, 8);
+  EXPECT_EQ(whole.kv_heads_per_chunk, 24);
+  // Every block listed (max_kv = NK): 675M entries, still one chunk.
+  s.max_kv = 1875;
+  EXPECT_EQ(ListChunks::plan(s, kMaxListEntries).units_per_chunk(), 8 * 24);
+  // 3346 blocks, all listed: 2.15e9 entries, past 2^31 - 1. One batch holds 24 · 3346² = 268.7M,
+  // so chunks of 7 batches (1.88e9).
+  s.num_q_blocks = s.num_kv_blocks = s.max_kv = 3346;
+  const ListChunks batches = ListChunks::plan(s, kMaxListEntries);
+  EXPECT_EQ(batches.kv_heads_per_chunk, 24);
+  EXPECT_EQ(batches.batches_per_chunk, 7);
+  EXPECT_LE(batches.units_per_chunk() * s.num_q_blocks * s.max_kv, kMaxListEntries);
+  // One batch too large: kv heads of one batch (GQA: 4 query heads per kv head).
+  s.batch = 2;
+  s.heads = 24;
+  s.kv_heads = 6;
+  s.num_q_blocks = s.num_kv_blocks = s.max_kv = 12000;
+  const ListChunks heads = ListChunks::plan(s, kMaxListEntries);
+  EXPECT_EQ(heads.batches_per_chunk, 1);
+  EXPECT_EQ(heads.kv_heads_per_chunk, kMaxListEntries / (4 * 12000 * 12000));
+  // A single (batch, kv head) past the limit: unsupported, naming q2k_idx.
+  s.kv_heads = 1;
+  try {
+    ListChunks::plan(s, kMaxListEntries);
+    ADD_FAILURE() << "no vsa::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+    EXPECT_NE(std::string(e.what()).find("q2k_idx"), std::string::npos) << e.what();
+  }
+  // The workspace's list regions hold one chunk's lists.
+  s.kv_heads = 6;
+  const test::ScopedEnv dq("VSA_CUDA_DQ", nullptr);
+  const BwdWorkspace ws = BwdWorkspace::layout(s, DqMethod::atomic);
+  EXPECT_EQ(ws.order - ws.blocks,
+            (static_cast<std::size_t>(heads.units_per_chunk() * 4 * 12000 * 12000) * sizeof(int) + 255) / 256 * 256);
+}
+
+// VSA_CUDA_LIST_ENTRIES lowers the limit (to run small problems in chunks) and is checked.
+TEST(BackwardLists, EntriesCapOverride) {
+  {
+    const test::ScopedEnv cap("VSA_CUDA_LIST_ENTRIES", nullptr);
+    EXPECT_EQ(list_entries_cap(), kMaxListEntries);
+  }
+  {
+    const test::ScopedEnv cap("VSA_CUDA_LIST_ENTRIES", "4096");
+    EXPECT_EQ(list_entries_cap(), 4096);
+  }
+  for (const char* bad : {"0", "-1", " 7", "2147483648", "many"}) {
+    const test::ScopedEnv cap("VSA_CUDA_LIST_ENTRIES", bad);
+    EXPECT_THROW(list_entries_cap(), Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace vsa::cuda

@@ -2,9 +2,9 @@
 // carves the workspace, and enqueues the passes on the caller's stream with
 // no host synchronization (so it can be captured in a CUDA graph):
 //
-//   1. the KV->Q lists (kv_lists.cu);
-//   2. delta = rowsum(dO ∘ O) (and, on the atomic path, a zeroed fp32 dQ
+//   1. delta = rowsum(dO ∘ O) (and, on the atomic path, a zeroed fp32 dQ
 //      accumulator);
+//   2. the KV->Q lists (kv_lists.cu);
 //   3. the key pass, from the family kernel_choice picks: a CTA per 64-key
 //      tile writes its dK and dV once (and adds dS·K into the accumulator,
 //      or stores its dSᵀ tiles);
@@ -12,8 +12,10 @@
 //      per 64-row query tile summing dS·K in list order (from the stored
 //      dSᵀ tiles, or recomputing dS); kernel_choice.hpp says which.
 //
-// On the stored-dS path 3 and 4 run once per group of (batch, kv head) units
-// whose tiles fit the workspace's cap (kernel_choice.hpp).
+// 2 and 3 (and the dQ pass) run once per chunk of (batch, kv head) units whose lists fit int32
+// (workspace.hpp, ListChunks: nearly always one chunk, the whole problem). On the stored-dS
+// path 3 and 4 run once per group of units of a chunk whose tiles fit the workspace's cap
+// (kernel_choice.hpp).
 //
 // dk and dv are bitwise repeatable (each is summed in one CTA, in list
 // order); on the atomic path dq's last bits may differ run to run.
@@ -24,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "cuda/backward/kv_lists.hpp"
 #include "cuda/backward/row_passes.hpp"
@@ -66,28 +69,62 @@ void check_cuda_backward(const BackwardParams& p, const BwdWorkspace& ws) {
     throw Error(ErrorKind::invalid_argument, "workspace", "a 256-byte aligned pointer", "an unaligned pointer");
 }
 
+// One list chunk (workspace.hpp, ListChunks): kv heads [kv_head, kv_head + kv_heads) of batches
+// [batch, batch + batches); either every kv head or one batch.
+struct UnitChunk {
+  std::int64_t batch, batches, kv_head, kv_heads;
+};
+
+// `base` moved on by `bytes` (null stays null); T is void or const void.
+template <class T>
+T* moved_bytes(T* base, std::int64_t bytes) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
+  return base == nullptr ? nullptr : static_cast<T*>(static_cast<Byte*>(base) + bytes);
+}
+template <class T>
+T* moved(T* base, std::int64_t elements) {
+  return base == nullptr ? nullptr : base + elements;
+}
+
+// The key and dQ passes' params for one chunk, a problem of its own: every tensor's pointer moved
+// to the chunk's first (batch, kv head) and the first of its query heads, the chunk's query heads
+// as the heads. Its query heads are consecutive in every [B, H, ...] tensor (lse, delta, the dQ
+// accumulator, the q2k lists, dq_mean are contiguous), and so are its kv heads in [B, Hkv, ...]:
+// its (batch, head) indices are the problem's less the first.
+BwdKernelParams chunk_params(const BwdKernelParams& kp, const ProblemShape& s, const UnitChunk& c,
+                             std::size_t idx_size, std::size_t num_size) {
+  constexpr std::int64_t kElemBytes = 2;  // q, k, v, dout, dq, dk, dv
+  const std::int64_t first_head = c.kv_head * kp.kv_group;         // the chunk's first query head
+  const std::int64_t first_row = c.batch * s.heads + first_head;   // its first (batch, head) of [B, H]
+  const std::int64_t first_unit = c.batch * s.kv_heads + c.kv_head;  // of [B, Hkv]
+  const auto rows = [&](auto* base, const SeqStrides& st, std::int64_t head) {
+    return moved_bytes(base, (c.batch * st.batch + head * st.head) * kElemBytes);
+  };
+  BwdKernelParams p = kp;
+  p.q = rows(kp.q, kp.q_stride, first_head);
+  p.dout = rows(kp.dout, kp.dout_stride, first_head);
+  p.dq = rows(kp.dq, kp.dq_stride, first_head);
+  p.k = rows(kp.k, kp.k_stride, c.kv_head);
+  p.v = rows(kp.v, kp.v_stride, c.kv_head);
+  p.dk = rows(kp.dk, kp.dk_stride, c.kv_head);
+  p.dv = rows(kp.dv, kp.dv_stride, c.kv_head);
+  p.lse = moved(kp.lse, first_row * s.seq_q);
+  p.delta = moved(kp.delta, first_row * s.seq_q);
+  p.dq_accum = moved(kp.dq_accum, first_row * s.seq_q * s.head_dim);
+  p.q2k_idx = moved_bytes(kp.q2k_idx, first_row * s.num_q_blocks * s.max_kv * static_cast<std::int64_t>(idx_size));
+  p.q2k_num = moved_bytes(kp.q2k_num, first_row * s.num_q_blocks * static_cast<std::int64_t>(num_size));
+  p.dq_mean = moved(kp.dq_mean, first_row * s.num_q_blocks * s.head_dim);
+  p.dk_mean = moved(kp.dk_mean, first_unit * s.num_kv_blocks * s.head_dim);
+  p.dv_mean = moved(kp.dv_mean, first_unit * s.num_kv_blocks * s.head_dim);
+  p.heads = static_cast<int>(c.kv_heads * kp.kv_group);
+  return p;
+}
+
 template <class Elem, int kHeadDim>
 void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, const BwdWorkspace& ws,
                    KernelFamily family, DqMethod method, cudaStream_t stream) {
   auto* base = static_cast<unsigned char*>(p.workspace);
   const AttentionInputs& in = p.in;
-
-  KvListArgs lists{};
-  lists.q2k_idx = in.q2k_idx.data;
-  lists.q2k_num = in.q2k_num.data;
-  lists.idx_is_64 = in.q2k_idx.dtype == DType::i64;
-  lists.num_is_64 = in.q2k_num.dtype == DType::i64;
-  lists.rows = s.batch * s.heads * s.num_q_blocks;
-  lists.num_q_blocks = static_cast<int>(s.num_q_blocks);
-  lists.max_kv = static_cast<int>(s.max_kv);
-  lists.num_kv_blocks = static_cast<int>(s.num_kv_blocks);
-  lists.cursors = reinterpret_cast<int*>(base + ws.cursors);
-  lists.offsets = reinterpret_cast<int*>(base + ws.offsets);
-  lists.blocks = reinterpret_cast<int*>(base + ws.blocks);
-  lists.order = reinterpret_cast<int*>(base + ws.order);
-  lists.kv_group = static_cast<int>(s.heads / s.kv_heads);
-  lists.slots = method == DqMethod::stored_ds ? reinterpret_cast<int*>(base + ws.ds_slots) : nullptr;
-  build_kv_lists(lists, stream);
 
   RowPassParams rows{};
   rows.out = p.out.data;
@@ -111,6 +148,19 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   if (atomic_dq)
     check_cuda(cudaMemsetAsync(rows.dq_accum, 0, ws.cursors - ws.dq_accum, stream), "cudaMemsetAsync(dq accumulator)");
   launch_delta<Elem, kHeadDim>(rows, stream);
+
+  KvListArgs lists{};
+  lists.idx_is_64 = in.q2k_idx.dtype == DType::i64;
+  lists.num_is_64 = in.q2k_num.dtype == DType::i64;
+  lists.num_q_blocks = static_cast<int>(s.num_q_blocks);
+  lists.max_kv = static_cast<int>(s.max_kv);
+  lists.num_kv_blocks = static_cast<int>(s.num_kv_blocks);
+  lists.cursors = reinterpret_cast<int*>(base + ws.cursors);
+  lists.offsets = reinterpret_cast<int*>(base + ws.offsets);
+  lists.blocks = reinterpret_cast<int*>(base + ws.blocks);
+  lists.order = reinterpret_cast<int*>(base + ws.order);
+  lists.kv_group = static_cast<int>(s.heads / s.kv_heads);
+  lists.slots = method == DqMethod::stored_ds ? reinterpret_cast<int*>(base + ws.ds_slots) : nullptr;
 
   BwdKernelParams kp{};
   kp.q = in.q.data;
@@ -155,27 +205,43 @@ void launch_passes(const BackwardParams& p, const ProblemShape& s, float scale, 
   kp.scale_log2 = scale * kLog2e;
   kp.scale = scale;
   const int kv_tiles = static_cast<int>(s.num_kv_blocks * (s.block / 64));  // 64-key tiles
-  const int units = static_cast<int>(s.batch * s.kv_heads);
-  if (method == DqMethod::stored_ds) {
-    for (std::int64_t g = 0; g < ws.ds.groups(); ++g) {
-      const std::int64_t first = g * ws.ds.units_per_group;
-      BwdKernelParams group = kp;
-      group.kv_order = kp.kv_order + first * s.num_kv_blocks;
-      group.ds_first_unit = static_cast<int>(first);
-      group.ds_tiles = base + ws.ds_tiles;
-      const int count = static_cast<int>(std::min(ws.ds.units_per_group, ws.ds.units - first));
-      if (is_hopper(family)) {
-        sm90::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
-        sm90::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
+  const std::size_t idx_size = dtype_size(in.q2k_idx.dtype), num_size = dtype_size(in.q2k_num.dtype);
+
+  // The lists, then the key pass (and the dQ pass), chunk by chunk; one chunk, the whole problem,
+  // unless its lists would overflow int32 (ListChunks).
+  for (std::int64_t b = 0; b < s.batch; b += ws.chunks.batches_per_chunk) {
+    for (std::int64_t h = 0; h < s.kv_heads; h += ws.chunks.kv_heads_per_chunk) {
+      const UnitChunk chunk{b, std::min(ws.chunks.batches_per_chunk, s.batch - b), h,
+                            std::min(ws.chunks.kv_heads_per_chunk, s.kv_heads - h)};
+      const BwdKernelParams cp = chunk_params(kp, s, chunk, idx_size, num_size);
+      KvListArgs chunk_lists = lists;
+      chunk_lists.q2k_idx = cp.q2k_idx;
+      chunk_lists.q2k_num = cp.q2k_num;
+      chunk_lists.rows = chunk.batches * cp.heads * s.num_q_blocks;
+      build_kv_lists(chunk_lists, stream);
+      const auto units = static_cast<int>(chunk.batches * chunk.kv_heads);
+      if (method == DqMethod::stored_ds) {
+        const auto per_group = static_cast<int>(ws.ds.units_per_group);
+        for (int first = 0; first < units; first += per_group) {
+          BwdKernelParams group = cp;
+          group.kv_order = cp.kv_order + static_cast<std::int64_t>(first) * s.num_kv_blocks;
+          group.ds_first_unit = first;
+          group.ds_tiles = base + ws.ds_tiles;
+          const int count = std::min(per_group, units - first);
+          if (is_hopper(family)) {
+            sm90::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
+            sm90::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * cp.kv_group, stream);
+          } else {
+            sm80::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
+            sm80::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * cp.kv_group, stream);
+          }
+        }
+      } else if (is_hopper(family)) {  // atomic
+        sm90::launch_bwd<Elem, kHeadDim>(cp, kv_tiles, units, stream);
       } else {
-        sm80::launch_bwd<Elem, kHeadDim>(group, kv_tiles, count, stream);
-        sm80::launch_bwd_dq_stored<Elem, kHeadDim>(group, count * kp.kv_group, stream);
+        sm80::launch_bwd<Elem, kHeadDim>(cp, kv_tiles, units, stream);
       }
     }
-  } else if (is_hopper(family)) {  // atomic
-    sm90::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
-  } else {
-    sm80::launch_bwd<Elem, kHeadDim>(kp, kv_tiles, units, stream);
   }
   if (atomic_dq) launch_dq_finish<Elem, kHeadDim>(rows, stream);
 }
