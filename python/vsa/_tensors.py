@@ -20,9 +20,14 @@ def _is_integer(dtype: torch.dtype) -> bool:
 
 def index_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype integer metadata reaches the kernels in: int32/int64 as given,
-    other integer dtypes (int8, int16, uint8, ...) as int32. Non-integer dtypes
-    are returned unchanged (index_tensor refuses them)."""
-    return torch.int32 if _is_integer(dtype) and dtype not in _KERNEL_INT_DTYPES else dtype
+    narrower integer dtypes (int8, int16, uint8, uint16) as int32, wider unsigned
+    ones (uint32, uint64) as int64. Non-integer dtypes are returned unchanged
+    (index_tensor refuses them)."""
+    if not _is_integer(dtype) or dtype in _KERNEL_INT_DTYPES:
+        return dtype
+    # Never narrowed: a uint64 2^32 + j made int32 would be j, a valid block id, where the
+    # core must refuse the value (int64 keeps it, or makes one past 2^63 negative, also refused).
+    return torch.int32 if dtype.itemsize <= 2 else torch.int64
 
 
 def index_tensor(t: torch.Tensor, name: str) -> torch.Tensor:

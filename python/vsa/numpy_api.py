@@ -13,12 +13,13 @@ from vsa._args import invalid_argument, lse_shape, scale_argument
 
 
 def _index_array(array, name: str) -> np.ndarray:
-    """Integer metadata as a contiguous int32/int64 array (other integer types are converted)."""
+    """Integer metadata as a contiguous int32/int64 array (other integer types are converted
+    as vsa._tensors.index_dtype converts them: never narrowed, so a value out of range stays so)."""
     array = np.asarray(array)
     if not np.issubdtype(array.dtype, np.integer):
         raise invalid_argument(f"{name}.dtype", "an integer dtype", array.dtype)
     if array.dtype not in (np.int32, np.int64):
-        array = array.astype(np.int32)
+        array = array.astype(np.int32 if array.dtype.itemsize <= 2 else np.int64)
     return np.ascontiguousarray(array)
 
 

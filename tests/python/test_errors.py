@@ -87,6 +87,26 @@ def test_bad_input_raises_named_error(gen, make_bad, error, argument):
     assert "expected" in str(info.value) and "got" in str(info.value)
 
 
+# Unsigned lists wider than int32 (uint32, uint64): a value past int32 named a valid block
+# once narrowed (2^32 + j as j), so an out-of-range list ran as another one.
+WIDE_UNSIGNED = [
+    ("q2k_idx", lambda p, wide: p.with_(q2k_idx=(p.q2k_idx.clamp(min=0).long() + wide).to(torch.uint64),
+                                        q2k_num=p.q2k_num.clamp(min=1))),
+    ("q2k_num", lambda p, wide: p.with_(q2k_num=(p.q2k_num.long() + wide).to(torch.uint64))),
+    ("variable_block_sizes", lambda p, wide: p.with_(vbs=(p.vbs.long() + wide).to(torch.uint64))),
+]
+
+
+@pytest.mark.parametrize("wide", [2**32, 2**31], ids=["2^32", "2^31"])
+@pytest.mark.parametrize("argument,make_bad", WIDE_UNSIGNED, ids=[c[0] for c in WIDE_UNSIGNED])
+def test_wide_unsigned_metadata_out_of_range(gen, argument, make_bad, wide):
+    p = make_bad(make_problem(gen, heads=2, nq=2, nk=3), wide)
+    with pytest.raises(ValueError, match=f"'{argument}'"):
+        call(p)
+    with pytest.raises(ValueError, match=f"'{argument}'"):
+        vsa.numpy_forward(*(t.numpy() for t in (p.q, p.k, p.v, *p.lists)))
+
+
 @pytest.mark.parametrize("layout", ["BHSD", "bsdh", ""])
 def test_bad_layout(gen, layout):
     p = make_problem(gen)
