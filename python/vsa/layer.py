@@ -104,9 +104,12 @@ def _block_tokens(block_size: Union[int, tuple[int, int, int]]) -> int:
 
 def _check_blocks(t: Tensor, name: str, counts: Tensor, counts_name: str, block: int,
                   layout: str) -> None:
-    """t's sequence is len(counts) whole blocks of `block` tokens."""
+    """t's sequence is len(counts) whole blocks of `block` tokens (a t of another rank is
+    the core's to refuse, by its shape: it has no sequence axis to read here)."""
+    if t.dim() != 4 or counts.dim() != 1:
+        return
     seq = t.shape[2] if layout == "bhsd" else t.shape[1]
-    if t.dim() == 4 and counts.dim() == 1 and counts.numel() * block != seq:
+    if counts.numel() * block != seq:
         raise invalid_argument(f"{counts_name}.shape",
                                f"one entry per {block}-token block of {name} ({seq} tokens)",
                                list(counts.shape))

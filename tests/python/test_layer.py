@@ -342,3 +342,16 @@ def test_bad_arguments(gen):
         vsa.video_sparse_attn(*p.inputs(), layout="sbhd")
     with pytest.raises(ValueError, match="'gate.dtype'"):
         vsa.video_sparse_attn(*p.inputs(), gate=p.gate.half())
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_a_tensor_of_another_rank_is_named(gen, name, layout):
+    # The block-count check read the sequence axis of any q and k: one of rank 2 raised
+    # IndexError ('tuple index out of range') before any message could name it.
+    p = draw_layer_problem(gen, nq=2, nk=3, layout=layout)
+    tensors = dict(q=p.q, k=p.k, v=p.v)
+    for bad in (tensors[name][0, 0], tensors[name][0]):
+        args = {**tensors, name: bad}
+        with pytest.raises(ValueError, match=f"'{name}"):
+            vsa.video_sparse_attn(args["q"], args["k"], args["v"], p.vbs, p.q_vbs, 1, layout=layout)
