@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -186,10 +187,11 @@ class VSAMetadata:
 
 
 def _triple(value, name: str) -> tuple[int, int, int]:
-    value = tuple(int(x) for x in value)
-    if len(value) != 3 or min(value) < 1:
-        raise invalid_argument(name, "three positive extents (T, H, W)", value)
-    return value
+    # Counts, as count_value reads them: int() made 2.5 a silent 2, the tiling of another latent.
+    extents = tuple(map(count_value, value)) if isinstance(value, Iterable) else ()
+    if len(extents) != 3 or any(n is None or n < 1 for n in extents):
+        raise invalid_argument(name, "three positive extents (T, H, W)", repr(value))
+    return extents
 
 
 def _normalized_device(device) -> torch.device:

@@ -162,10 +162,20 @@ def test_metadata_is_cached_per_arguments():
     assert vsa.build_vsa_metadata((3, 5, 7), (2, 4, 4)) is not a
 
 
-@pytest.mark.parametrize("bad", [(0, 4, 4), (4, 4), (4, -1, 4)])
+# Extents are counts: int() made 2.5 a silent 2 (the tiling of another latent) and True a 1;
+# a bare int raised TypeError ('int' object is not iterable).
+@pytest.mark.parametrize("bad", [(0, 4, 4), (4, 4), (4, -1, 4), (2.5, 4, 4), (4, True, 4), 64],
+                         ids=str)
 def test_metadata_rejects_bad_shapes(bad):
     with pytest.raises(ValueError, match="'latent_shape'"):
         vsa.build_vsa_metadata(bad)
+    with pytest.raises(ValueError, match="'tile_size'"):
+        vsa.build_vsa_metadata((4, 4, 4), bad)
+
+
+def test_metadata_takes_integer_extents_of_any_type():
+    want = vsa.build_vsa_metadata((3, 5, 7), (4, 4, 4))
+    assert vsa.build_vsa_metadata(np.array([3, 5, 7]), torch.tensor([4, 4, 4])) is want
 
 
 def test_tile_untile_round_trip(gen):
