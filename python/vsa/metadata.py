@@ -134,9 +134,13 @@ def _pack_varlen_index_fake(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks):
 
 def halve_block_sizes(variable_block_sizes: Tensor, half: int) -> Tensor:
     """Each block's valid-token count as the counts of its two halves of `half` tokens:
-    [NK] -> [2 * NK] int64, min(n, half) then n - half clamped to [0, half]."""
-    counts = variable_block_sizes.long()
-    return torch.stack([counts.clamp(0, half), (counts - half).clamp(0, half)], dim=-1).reshape(-1)
+    [NK] -> [2 * NK] int64, min(n, half) then max(n - half, 0).
+
+    A count out of [0, 2 * half] stays out of [0, half] in one of its halves (a negative
+    one in the first, one past 2 * half in the second), so the core refuses it as it refuses
+    the count itself; clamping made it a full or an empty block. Any integer dtype."""
+    counts = index_tensor(variable_block_sizes, "variable_block_sizes").long()
+    return torch.stack([counts.clamp(max=half), (counts - half).clamp(min=0)], dim=-1).reshape(-1)
 
 
 def pack_varlen_index(local_idx: Tensor, q2k_num: Tensor, cu_q_blocks: Tensor,
