@@ -23,7 +23,7 @@ from torch import Tensor
 
 from vsa import _C
 from vsa._args import count_value, invalid_argument
-from vsa._tensors import expect_same_device, index_dtype, index_tensor
+from vsa._tensors import expect_same_device, index_tensor
 from vsa.dispatch import launch
 
 
@@ -157,10 +157,12 @@ def pack_varlen_index(local_idx: Tensor, q2k_num: Tensor, cu_q_blocks: Tensor,
     """
     expect_same_device("local_idx", local_idx, q2k_num=q2k_num, cu_q_blocks=cu_q_blocks,
                        cu_kv_blocks=cu_kv_blocks)
+    cu_q, cu_kv = index_tensor(cu_q_blocks, "cu_q_blocks"), index_tensor(cu_kv_blocks, "cu_kv_blocks")
+    # The core takes both offsets in one dtype: the wider of the two, since narrowing int64
+    # offsets to int32 ones would make 2^32 + j a j the checks accept.
+    offsets = torch.promote_types(cu_q.dtype, cu_kv.dtype)
     return _pack_varlen_index(index_tensor(local_idx, "local_idx"), index_tensor(q2k_num, "q2k_num"),
-                              index_tensor(cu_q_blocks, "cu_q_blocks"),
-                              index_tensor(cu_kv_blocks, "cu_kv_blocks").to(
-                                  index_dtype(cu_q_blocks.dtype)))
+                              cu_q.to(offsets), cu_kv.to(offsets))
 
 
 # ---- the VSA tiling of a video latent --------------------------------------------------------------

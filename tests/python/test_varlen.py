@@ -139,6 +139,20 @@ def test_bad_varlen_lists_raise_named_errors(change, argument):
     assert argument in str(info.value) and "expected" in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize("wide", ["cu_q_blocks", "cu_kv_blocks"])
+def test_offsets_of_two_dtypes_are_not_narrowed(wide):
+    # cu_kv_blocks reached the core in cu_q_blocks' dtype: with int32 cu_q_blocks, an int64
+    # offset of 2^32 + 3 became 3, so offsets that decrease passed as the valid [0, 3, 5].
+    idx, num, cu_q, cu_kv = local_lists_case()
+    cu_q, cu_kv = cu_q.to(torch.int32), cu_kv.to(torch.int32)
+    if wide == "cu_q_blocks":
+        cu_q = cu_q.long() + torch.tensor([0, 2**32, 0])
+    else:
+        cu_kv = cu_kv.long() + torch.tensor([0, 2**32, 0])
+    with pytest.raises(ValueError, match=f"'{wide}': expected non-decreasing"):
+        vsa.pack_varlen_index(idx, num, cu_q, cu_kv)
+
+
 def test_varlen_attention_refuses_lists_escaping_their_video(gen):
     # Id 2 is a valid packed block (video 1's first) but not one of video 0's two blocks.
     videos = draw_videos(gen, [(1, 2), (1, 2)])
