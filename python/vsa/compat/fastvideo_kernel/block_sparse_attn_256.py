@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Tuple
 
-import torch
 from torch import Tensor
 
 import vsa
@@ -50,7 +49,7 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
 def _halves(block_map: Tensor, variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
     """A 256-block map and counts as 128-block ones (see the module docstring)."""
     halved_map = block_map.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
-    return halved_map, halve_block_sizes(variable_block_sizes, _NATIVE_BLOCK).to(torch.int32)
+    return halved_map, halve_block_sizes(variable_block_sizes, _NATIVE_BLOCK)  # int64: never narrowed
 
 
 def block_sparse_attn_128(q: Tensor, k: Tensor, v: Tensor, logical_block_map_128: Tensor,
