@@ -23,8 +23,13 @@ def _index_array(array, name: str) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _unit_stride_rows(array: np.ndarray) -> np.ndarray:
-    """The core needs unit stride on the head dim only; copy just when that is missing."""
+def _kernel_array(array) -> np.ndarray:
+    """q, k or v as the core reads it: in native byte order (DLPack has no other, so the binding
+    refused a big-endian array with a TypeError) and with unit stride on the head dim (the only
+    stride it needs); copied just when one is missing."""
+    array = np.asarray(array)
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
     return array if array.ndim == 0 or array.strides[-1] == array.itemsize else np.ascontiguousarray(array)
 
 
@@ -36,7 +41,7 @@ def numpy_forward(q, k, v, q2k_idx, q2k_num, variable_block_sizes, *, scale=None
     [B, H, Sq] float32 in base 2; query rows past q_variable_block_sizes (when
     given) are padding, written as empty rows.
     """
-    q, k, v = (_unit_stride_rows(np.asarray(t)) for t in (q, k, v))
+    q, k, v = (_kernel_array(t) for t in (q, k, v))
     out = np.empty(q.shape, dtype=q.dtype)
     lse = np.empty(lse_shape(q.shape, layout), dtype=np.float32) if need_lse else None
     _C.forward(q, k, v, _index_array(q2k_idx, "q2k_idx"), _index_array(q2k_num, "q2k_num"),

@@ -58,6 +58,20 @@ def test_other_integer_types_and_strides(gen):
     assert rel_error(torch.from_numpy(out), ref_out) <= 1e-5
 
 
+def test_non_native_byte_order(gen):
+    # Arrays read from a big-endian file ('>f4', '>i4'): DLPack has no byte order, so the
+    # binding refused them with a TypeError listing its signature instead of computing.
+    p = make_problem(gen, heads=2)
+    arrays = [t.numpy() for t in (p.q, p.k, p.v, *p.lists)]
+    swapped = [a.astype(a.dtype.newbyteorder()) for a in arrays]
+    out, lse = vsa.numpy_forward(*swapped)
+    ref_out, ref_lse = reference_attention(p.q, p.k, p.v, *p.lists)
+    assert out.dtype.isnative and out.dtype == arrays[0].dtype
+    assert rel_error(torch.from_numpy(out), ref_out) <= 1e-5
+    empty = ref_lse == EMPTY_ROW_LSE
+    assert torch.allclose(torch.from_numpy(lse)[~empty].double(), ref_lse[~empty], rtol=0, atol=1e-4)
+
+
 def test_errors(gen):
     p = make_problem(gen)
     arrays = [t.numpy() for t in (p.q, p.k, p.v, *p.lists)]
