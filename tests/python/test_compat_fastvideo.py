@@ -407,6 +407,30 @@ def test_fastvideo_varlen_reads_the_rows_cu_seqlens_give(gen):
         call(*packed, cu_q[:1], cu_kv)
 
 
+@pytest.mark.parametrize("change,argument", [
+    (lambda a: {**a, "cu_seqlens_kv": a["cu_seqlens_kv"][-1]}, "'cu_seqlens_kv"),
+    (lambda a: {**a, "cu_seqlens_q": a["cu_seqlens_q"].float()}, "'cu_seqlens_q.dtype'"),
+    (lambda a: {**a, "variable_block_sizes_list": [a["variable_block_sizes_list"][0].float()]},
+     "'variable_block_sizes_list[0].dtype'"),
+    (lambda a: {**a, "variable_block_sizes_list": [a["variable_block_sizes_list"][0][None]]},
+     "'variable_block_sizes_list[0].shape'"),
+    (lambda a: {**a, "q_variable_block_sizes_list": [a["q_variable_block_sizes_list"][0].double()]},
+     "'q_variable_block_sizes_list[0].dtype'"),
+], ids=["0-d kv offsets", "float offsets", "float block sizes", "2-D block sizes", "float query block sizes"])
+def test_fastvideo_varlen_names_bad_host_metadata(gen, change, argument):
+    # The offsets and block sizes are read on the host with tolist(): a 0-d, 2-D or float one
+    # failed there or in the binding with a TypeError ('object of type 'int' has no len()',
+    # 'slice indices must be integers', 'incompatible function arguments').
+    (q, k, v, idx, num, vbs, q_vbs), = fastvideo_varlen_case(gen, "cpu", [(2, 2)])
+    args = dict(cu_seqlens_q=torch.tensor([0, q.shape[0]]), cu_seqlens_kv=torch.tensor([0, k.shape[0]]),
+                q2k_idx_list=[idx], q2k_num_list=[num], variable_block_sizes_list=[vbs],
+                q_variable_block_sizes_list=[q_vbs])
+    fk.block_sparse_attn_varlen(q, k, v, **args)  # the unchanged call runs
+    with pytest.raises(ValueError) as info:
+        fk.block_sparse_attn_varlen(q, k, v, **change(args))
+    assert argument in str(info.value) and "expected" in str(info.value), str(info.value)
+
+
 # ---- vsa_utils ---------------------------------------------------------------------------------------------
 
 
