@@ -431,6 +431,19 @@ def test_fastvideo_varlen_names_bad_host_metadata(gen, change, argument):
     assert argument in str(info.value) and "expected" in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_fastvideo_varlen_names_tokens_of_another_rank(gen, name):
+    # Tokens are [total, H, D]: one of rank 2 raised IndexError ('tuple index out of range') where
+    # the tokens were packed, and a q of rank 4 was named through cu_seqlens_q ('within q's 1 rows').
+    (q, k, v, idx, num, vbs, q_vbs), = fastvideo_varlen_case(gen, "cpu", [(2, 2)])
+    tokens = dict(q=q, k=k, v=v)
+    for bad in (tokens[name][..., 0], tokens[name][None]):
+        args = {**tokens, name: bad}
+        with pytest.raises(ValueError, match=f"'{name}.shape'"):
+            fk.block_sparse_attn_varlen(args["q"], args["k"], args["v"], torch.tensor([0, q.shape[0]]),
+                                        torch.tensor([0, k.shape[0]]), [idx], [num], [vbs], [q_vbs])
+
+
 # ---- vsa_utils ---------------------------------------------------------------------------------------------
 
 

@@ -82,6 +82,9 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
     Sequence i's tokens are rows cu_seqlens[i]:cu_seqlens[i + 1] (rows past cu_seqlens[-1] are
     not read). Returns out [cu_seqlens_q[-1], H, D], as FastVideo does (rows before
     cu_seqlens_q[0] are zero)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):  # their rows, heads and dims are read below
+        if t.dim() != 3:
+            raise invalid_argument(f"{name}.shape", "[total, H, D] tokens", list(t.shape))
     cu_q, cu_kv = _host_values(cu_seqlens_q, "cu_seqlens_q"), _host_values(cu_seqlens_kv, "cu_seqlens_kv")
     if len(cu_q) < 2:
         raise invalid_argument("cu_seqlens_q", "N + 1 token offsets of N >= 1 sequences", cu_q)
