@@ -259,6 +259,9 @@ def untile(y: Tensor, meta: VSAMetadata, dim: int = 1) -> Tensor:
 
 
 def _expect_length(t: Tensor, dim: int, length: int, name: str, what: str) -> None:
+    axis = count_value(dim)  # not a bool: True would be axis 1
+    if t.dim() > 0 and (axis is None or not -t.dim() <= axis < t.dim()):
+        raise invalid_argument("dim", f"an axis of {name} (rank {t.dim()})", repr(dim))
     if t.dim() == 0 or t.shape[dim] != length:
         raise invalid_argument(f"{name}.shape", f"{what} = {length} tokens along dim {dim}",
                                list(t.shape))

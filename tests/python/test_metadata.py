@@ -204,6 +204,17 @@ def test_tile_rejects_wrong_length(gen):
         vsa.tile(torch.randn(1, 41, 2, 4, generator=gen), meta)
 
 
+@pytest.mark.parametrize("dim", [4, -5, 1.0, True], ids=str)
+def test_tile_and_untile_name_a_dim_that_is_no_axis(gen, dim):
+    # An axis past the rank raised IndexError ('tuple index out of range'), a float one TypeError;
+    # True was read as axis 1.
+    meta = vsa.build_vsa_metadata((2, 4, 5))
+    with pytest.raises(ValueError, match="'dim'"):
+        vsa.tile(torch.randn(1, 40, 2, 4, generator=gen), meta, dim=dim)
+    with pytest.raises(ValueError, match="'dim'"):
+        vsa.untile(torch.randn(1, meta.padded_length, 2, 4, generator=gen), meta, dim=dim)
+
+
 def test_metadata_first_built_under_inference_mode_serves_training():
     """The metadata is cached: built first by a validation pass under inference_mode, it must
     still serve a training step (inference tensors cannot be saved for backward)."""
