@@ -50,6 +50,8 @@ def block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor,
                 variable_block_sizes: Tensor, *, layout: str = "bhsd") -> tuple[Tensor, Tensor, Tensor]:
     """float32 means [B, H, N, D] of q (over q_variable_block_sizes) and of k, v (over
     variable_block_sizes), whatever the layout; differentiable."""
+    expect_same_device("q", q, k=k, v=v, q_variable_block_sizes=q_variable_block_sizes,
+                       variable_block_sizes=variable_block_sizes)
     return _block_means(q, k, v, index_tensor(q_variable_block_sizes, "q_variable_block_sizes"),
                         index_tensor(variable_block_sizes, "variable_block_sizes"), layout)
 
@@ -61,6 +63,7 @@ def coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_
     coarse is differentiable in the three means; the lists are not. A row lists
     min(topk, live blocks) blocks, ascending, then -1.
     """
+    expect_same_device("q_mean", q_mean, k_mean=k_mean, v_mean=v_mean, variable_block_sizes=variable_block_sizes)
     vbs = index_tensor(variable_block_sizes, "variable_block_sizes")
     return _coarse_stage(q_mean, k_mean, v_mean, vbs, topk_argument(topk, vbs.numel()), scale_argument(scale))
 
@@ -82,6 +85,7 @@ def gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor] = None, *,
 
     fine_stage_gated does the same in the fine kernel's epilogue, bitwise alike.
     """
+    expect_same_device("fine", fine, coarse=coarse, **optional_tensors(gate=gate))
     return _gate_combine(fine, coarse, gate, layout)
 
 
@@ -91,7 +95,9 @@ def fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: 
                      q_variable_block_sizes: Optional[Tensor] = None) -> Tensor:
     """gate_combine(fine_stage(...), coarse, gate) in one kernel, bitwise the same; not
     differentiable (the layer uses it only when no gradient is needed)."""
-    expect_same_device("q", q, **optional_tensors(q_variable_block_sizes=q_variable_block_sizes))
+    expect_same_device("q", q, k=k, v=v, q2k_idx=q2k_idx, q2k_num=q2k_num,
+                       variable_block_sizes=variable_block_sizes, coarse=coarse,
+                       **optional_tensors(gate=gate, q_variable_block_sizes=q_variable_block_sizes))
     return _fine_stage_gated(q, k, v, index_tensor(q2k_idx, "q2k_idx"), index_tensor(q2k_num, "q2k_num"),
                              index_tensor(variable_block_sizes, "variable_block_sizes"),
                              optional_index_tensor(q_variable_block_sizes, "q_variable_block_sizes"),

@@ -355,3 +355,33 @@ def test_a_tensor_of_another_rank_is_named(gen, name, layout):
         args = {**tensors, name: bad}
         with pytest.raises(ValueError, match=f"'{name}"):
             vsa.video_sparse_attn(args["q"], args["k"], args["v"], p.vbs, p.q_vbs, 1, layout=layout)
+
+
+def _stage_call(p, stage):
+    """A stage function's call on p's tensors, and those tensors by name (to move one elsewhere)."""
+    means = block_means(p.q, p.k, p.v, p.q_vbs, p.vbs)
+    coarse, q2k_idx, q2k_num = coarse_stage(*means, p.vbs, 2)
+    if stage == "block_means":
+        return (lambda t: block_means(t["q"], t["k"], t["v"], t["q_variable_block_sizes"], t["variable_block_sizes"]),
+                dict(q=p.q, k=p.k, v=p.v, q_variable_block_sizes=p.q_vbs, variable_block_sizes=p.vbs))
+    if stage == "coarse_stage":
+        return (lambda t: coarse_stage(t["q_mean"], t["k_mean"], t["v_mean"], t["variable_block_sizes"], 2),
+                dict(zip(("q_mean", "k_mean", "v_mean"), means), variable_block_sizes=p.vbs))
+    if stage == "gate_combine":
+        fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs)
+        return (lambda t: gate_combine(t["fine"], t["coarse"], t["gate"]), dict(fine=fine, coarse=coarse, gate=p.gate))
+    return (lambda t: fine_stage_gated(t["q"], t["k"], t["v"], t["q2k_idx"], t["q2k_num"], t["variable_block_sizes"],
+                                       t["coarse"], t["gate"], q_variable_block_sizes=t["q_variable_block_sizes"]),
+            dict(q=p.q, k=p.k, v=p.v, q2k_idx=q2k_idx, q2k_num=q2k_num, variable_block_sizes=p.vbs, coarse=coarse,
+                 gate=p.gate, q_variable_block_sizes=p.q_vbs))
+
+
+@pytest.mark.parametrize("stage", ["block_means", "coarse_stage", "gate_combine", "fine_stage_gated"])
+def test_stage_functions_name_a_tensor_on_another_device(gen, stage):
+    # A meta tensor among CPU ones made torch dispatch the stage op to its fake kernel, which
+    # returned uninitialized CPU memory as the result (block_sparse_attn and the layer refuse it).
+    call, tensors = _stage_call(draw_layer_problem(gen, nq=2, nk=3), stage)
+    call(tensors)  # as given, it runs
+    for name in tensors:  # named itself, or as the one the others are held to
+        with pytest.raises(ValueError, match=rf"'{name}\.device'|\(as {name}\)"):
+            call({**tensors, name: tensors[name].to("meta")})
