@@ -39,7 +39,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from vsa._args import LAYOUTS, invalid_argument, scale_argument, topk_argument
+from vsa._args import LAYOUTS, count_value, invalid_argument, scale_argument, topk_argument
 from vsa._tensors import expect_same_device, index_tensor, optional_index_tensor, optional_tensors
 from vsa.attention import block_sparse_attn
 from vsa.layer_ops import _block_means, _coarse_stage, _fine_stage_gated, _gate_combine
@@ -105,7 +105,15 @@ def fine_stage_gated(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: 
 
 
 def _block_tokens(block_size: Union[int, tuple[int, int, int]]) -> int:
-    return math.prod(block_size) if isinstance(block_size, (tuple, list)) else int(block_size)
+    """The tokens per block: block_size, or the volume of a (t, h, w) tile; counts, as topk is
+    read (int() took 64.5 and '64' as 64, and a wrong size was named as variable_block_sizes)."""
+    tile = isinstance(block_size, (tuple, list))
+    extents = [count_value(n) for n in block_size] if tile else [count_value(block_size)]
+    if ((tile and len(extents) != 3) or any(n is None or n < 1 for n in extents)
+            or math.prod(extents) not in (64, 128)):
+        raise invalid_argument("block_size", "64 or 128 tokens, or a (t, h, w) tile of that volume",
+                               repr(block_size))
+    return math.prod(extents)
 
 
 def _check_blocks(t: Tensor, name: str, counts: Tensor, counts_name: str, block: int,

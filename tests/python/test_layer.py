@@ -385,3 +385,18 @@ def test_stage_functions_name_a_tensor_on_another_device(gen, stage):
     for name in tensors:  # named itself, or as the one the others are held to
         with pytest.raises(ValueError, match=rf"'{name}\.device'|\(as {name}\)"):
             call({**tensors, name: tensors[name].to("meta")})
+
+
+@pytest.mark.parametrize("block_size", [64.5, "64", True, 32, 256, (4, 4, 4.5), (8, 8), (-4, -4, 4)], ids=repr)
+def test_bad_block_size_is_named(gen, block_size):
+    # int() took 64.5 and '64' as 64 and a 2-axis tile of 64 passed; other sizes were named as
+    # variable_block_sizes ('one entry per 32-token block of k').
+    p = draw_layer_problem(gen, nq=2, nk=3)
+    with pytest.raises(ValueError, match="'block_size'"):
+        vsa.video_sparse_attn(*p.inputs(), block_size)
+
+
+@pytest.mark.parametrize("block_size", [64, (4, 4, 4), [1, 8, 8]], ids=repr)
+def test_block_size_as_tokens_or_a_tile(gen, block_size):
+    p = draw_layer_problem(gen, nq=2, nk=3)
+    assert torch.equal(vsa.video_sparse_attn(*p.inputs(), block_size), vsa.video_sparse_attn(*p.inputs()))
