@@ -20,6 +20,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from vsa import _C
 from vsa._args import count_value, invalid_argument
@@ -239,8 +240,12 @@ def build_vsa_metadata(latent_shape, tile_size=(4, 4, 4), device="cpu") -> VSAMe
     Computed on the host once, then copied to `device`; call it outside the
     compiled region (it is not a traced op).
     """
-    return _build(_triple(latent_shape, "latent_shape"), _triple(tile_size, "tile_size"),
-                  _normalized_device(device))
+    args = (_triple(latent_shape, "latent_shape"), _triple(tile_size, "tile_size"), _normalized_device(device))
+    # Under a dispatch mode (a fake tensor trace: torch.export, non-strict) the tensors built are
+    # the mode's: built for this call alone, since cached they would serve every later call.
+    if _get_current_dispatch_mode() is not None:
+        return _build.__wrapped__(*args)
+    return _build(*args)
 
 
 def tile(x: Tensor, meta: VSAMetadata, dim: int = 1) -> Tensor:

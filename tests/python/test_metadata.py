@@ -224,3 +224,19 @@ def test_metadata_first_built_under_inference_mode_serves_training():
     x = torch.randn(1, math.prod(latent), 2, 8, requires_grad=True)
     vsa.tile(x, vsa.build_vsa_metadata(latent, tile_size=(4, 4, 4))).square().sum().backward()
     assert torch.equal(x.grad, 2 * x.detach())
+
+
+def test_metadata_first_built_under_a_fake_tensor_mode_serves_eager_calls():
+    """Built first inside a fake tensor trace (torch.export, non-strict, of a model that builds
+    its tiling in forward), the metadata's tensors are fake ones: cached, they served every later
+    eager call for that latent, whose results were fake tensors too."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    latent = (5, 3, 6)  # a shape no other test builds, so this call builds it
+    with FakeTensorMode():
+        traced = vsa.build_vsa_metadata(latent)
+    assert isinstance(traced.variable_block_sizes, FakeTensor)  # what the trace itself gets
+    meta = vsa.build_vsa_metadata(latent)
+    order, vbs, non_pad = torch_tiling(latent, (4, 4, 4))
+    assert torch.equal(meta.tile_partition_indices, order)
+    assert torch.equal(meta.variable_block_sizes.long(), vbs)
+    assert torch.equal(meta.non_pad_index, non_pad)
