@@ -311,6 +311,16 @@ def test_video_sparse_attn_refuses_bad_arguments(call, argument):
         call(q, torch.full((2,), 64, dtype=torch.int32))
 
 
+@pytest.mark.parametrize("topk", [2.5, 1.0, True, "1"], ids=repr)
+def test_video_sparse_attn_names_a_topk_that_is_no_count(topk):
+    # topk was compared with 1 only: 2.5 over two blocks ran as min(2.5, NK) = 2 blocks, and
+    # 1.0, True or '1' failed inside torch.topk with a TypeError.
+    q = torch.randn(1, 2, 128, 64)
+    vbs = torch.full((2,), 64, dtype=torch.int32)
+    with pytest.raises(ValueError, match="'topk'"):
+        fk.video_sparse_attn(q, q, q, vbs, vbs, topk, block_size=4)
+
+
 # ---- variable-length batches in FastVideo's form -----------------------------------------------------------
 
 

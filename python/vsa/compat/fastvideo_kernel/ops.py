@@ -33,7 +33,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from vsa._args import invalid_argument
+from vsa._args import count_value, invalid_argument
 from vsa.compat.fastvideo_kernel._unsupported import unsupported_function
 from vsa.compat.fastvideo_kernel.block_sparse_attn_256 import sparse_branch
 
@@ -71,8 +71,9 @@ def _check_shapes(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor,
         if counts.numel() != t.shape[seq] // block:
             raise invalid_argument(f"{counts_name}.shape", f"{t.shape[seq] // block} entries, one per "
                                    f"{block}-token block of {name}", list(counts.shape))
-    if topk < 1:
-        raise invalid_argument("topk", "at least 1", topk)
+    count = count_value(topk)  # 2.5 ran as min(2.5, NK), and True, 1.0 failed inside torch.topk
+    if count is None or count < 1:
+        raise invalid_argument("topk", "a block count of at least 1", repr(topk))
 
 
 def _block_means(x: Tensor, counts: Tensor, block: int, layout: str) -> Tensor:
