@@ -41,6 +41,16 @@ def index_tensor(t: torch.Tensor, name: str) -> torch.Tensor:
     return t.to(index_dtype(t.dtype)).contiguous()
 
 
+def host_values(t: torch.Tensor, name: str) -> list:
+    """Rank-1 integer metadata read on the host (the compat layer reads it there, as FastVideo
+    does): checked first, since a 0-d, 2-D or float one failed in Python or in the binding with
+    a TypeError ('object of type 'int' has no len()', 'incompatible function arguments')."""
+    t = index_tensor(t, name)  # names a dtype that is no integer one
+    if t.dim() != 1:
+        raise invalid_argument(f"{name}.shape", "one axis", list(t.shape))
+    return t.tolist()
+
+
 def optional_index_tensor(t: Optional[torch.Tensor], name: str) -> Optional[torch.Tensor]:
     """index_tensor for optional metadata (None stays None)."""
     return None if t is None else index_tensor(t, name)

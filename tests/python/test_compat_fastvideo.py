@@ -477,3 +477,20 @@ def test_vsa_utils_match_a_plain_tiling(shape, tile):
                        sizes.int())
     with pytest.raises(ValueError, match="'num_tiles'"):
         fk.construct_variable_block_sizes(shape, (1, 1, 1), torch.device("cpu"), tile)
+
+
+@pytest.mark.parametrize("sizes,block,argument", [
+    (torch.tensor([64.0, 10.0]), 64, "'variable_block_sizes.dtype'"),
+    (torch.tensor([[64, 10]]), 64, "'variable_block_sizes.shape'"),
+    (torch.tensor(5), 64, "'variable_block_sizes.shape'"),
+    (torch.tensor([64, 70]), 64, "'variable_block_sizes'"),
+    (torch.tensor([64, 10]), 64.5, "'max_block_size'"),
+    (torch.tensor([64, 10]), 0, "'max_block_size'"),
+], ids=["float", "2-D", "0-d", "past the block", "fractional block", "block 0"])
+def test_get_non_pad_index_names_bad_arguments(sizes, block, argument):
+    # The sizes went to the binding as tolist() gave them: a float, 2-D or 0-d tensor failed
+    # with its TypeError ('incompatible function arguments'), and int() made a block of 64.5 64.
+    want = torch.cat([b * 64 + torch.arange(n) for b, n in enumerate([64, 10])])
+    assert torch.equal(fk.get_non_pad_index(torch.tensor([64, 10]), 64), want)
+    with pytest.raises(ValueError, match=argument):
+        fk.get_non_pad_index(sizes, block)

@@ -25,18 +25,9 @@ from torch import Tensor
 
 import vsa
 from vsa._args import invalid_argument
-from vsa._tensors import index_tensor
+from vsa._tensors import host_values
 
 BLOCK_SIZE = 64
-
-
-def _host_values(t: Tensor, name: str) -> list:
-    """The values of rank-1 integer metadata on the host, as FastVideo reads it: read before
-    being checked, a 0-d, 2-D or float one failed in Python or in the binding with a TypeError."""
-    t = index_tensor(t, name)  # names a dtype that is no integer one
-    if t.dim() != 1:
-        raise invalid_argument(f"{name}.shape", "one axis", list(t.shape))
-    return t.tolist()
 
 
 def _token_positions(counts: list, tokens: int, block: int, name: str, sequence: int) -> np.ndarray:
@@ -85,7 +76,7 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
     for name, t in (("q", q), ("k", k), ("v", v)):  # their rows, heads and dims are read below
         if t.dim() != 3:
             raise invalid_argument(f"{name}.shape", "[total, H, D] tokens", list(t.shape))
-    cu_q, cu_kv = _host_values(cu_seqlens_q, "cu_seqlens_q"), _host_values(cu_seqlens_kv, "cu_seqlens_kv")
+    cu_q, cu_kv = host_values(cu_seqlens_q, "cu_seqlens_q"), host_values(cu_seqlens_kv, "cu_seqlens_kv")
     if len(cu_q) < 2:
         raise invalid_argument("cu_seqlens_q", "N + 1 token offsets of N >= 1 sequences", cu_q)
     sequences = len(cu_q) - 1
@@ -106,14 +97,14 @@ def block_sparse_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tens
             raise invalid_argument(f"q2k_idx_list[{i}].shape", f"[1, {heads}, {nq}, Mk] (as q2k_num_list[{i}])",
                                    list(q2k_idx_list[i].shape))
         q_counts = (_full_blocks_cut(cu_q[i + 1] - cu_q[i], nq, block_size, i) if q_variable_block_sizes_list is None
-                    else _host_values(q_variable_block_sizes_list[i], f"q_variable_block_sizes_list[{i}]"))
+                    else host_values(q_variable_block_sizes_list[i], f"q_variable_block_sizes_list[{i}]"))
         if len(q_counts) != nq:
             raise invalid_argument(f"q_variable_block_sizes_list[{i}].shape",
                                    f"[{nq}], one per query block of q2k_num_list[{i}]", [len(q_counts)])
         q_positions.append(q_blocks[-1] * block_size + _token_positions(
             q_counts, cu_q[i + 1] - cu_q[i], block_size, "q_variable_block_sizes_list", i))
         kv_positions.append(kv_blocks[-1] * block_size + _token_positions(
-            _host_values(variable_block_sizes_list[i], f"variable_block_sizes_list[{i}]"), cu_kv[i + 1] - cu_kv[i],
+            host_values(variable_block_sizes_list[i], f"variable_block_sizes_list[{i}]"), cu_kv[i + 1] - cu_kv[i],
             block_size, "variable_block_sizes_list", i))
         q_blocks.append(q_blocks[-1] + nq)
         kv_blocks.append(kv_blocks[-1] + nkv)

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 import vsa
-from vsa._args import invalid_argument
+from vsa._args import count_value, invalid_argument
+from vsa._tensors import host_values
 from vsa.metadata import VSAMetadata, _normalized_device
 
 VSA_TILE_SIZE = (4, 4, 4)
@@ -54,8 +55,13 @@ def construct_variable_block_sizes(dit_seq_shape, num_tiles, device, tile_size=V
 def get_non_pad_index(variable_block_sizes: Tensor, max_block_size: int) -> Tensor:
     """int64 positions of the real tokens in the padded sequence (block b at
     [b * max_block_size, (b + 1) * max_block_size)), on the sizes' device."""
-    counts = variable_block_sizes.tolist()  # host metadata (one device read on CUDA)
-    return torch.from_numpy(vsa._C.non_pad_index(counts, int(max_block_size))).to(variable_block_sizes.device)
+    block = count_value(max_block_size)  # int() made 64.5 a 64
+    if block is None or block < 1:
+        raise invalid_argument("max_block_size", "a positive token count", repr(max_block_size))
+    counts = host_values(variable_block_sizes, "variable_block_sizes")  # one device read on CUDA
+    if any(c < 0 or c > block for c in counts):  # named as this function names them
+        raise invalid_argument("variable_block_sizes", f"token counts in [0, {block}]", counts)
+    return torch.from_numpy(vsa._C.non_pad_index(counts, block)).to(variable_block_sizes.device)
 
 
 def build_vsa_metadata(dit_seq_shape, tile_size=VSA_TILE_SIZE, device="cuda") -> dict:
