@@ -2,6 +2,7 @@
 grid, against a float64 token-level reference (grid_reference.py) in every mode, with
 partial tiles, batch 2, a gate, 128-token tiles; settings and shape errors."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -62,6 +63,9 @@ def test_topk_from_sparsity():
     (dict(mode="sparse"), "mode"),
     (dict(mode="fine", topk=0), "topk"),
     (dict(mode="fine", topk=2.5), "topk"),
+    (dict(mode="fine", topk=True), "topk"),
+    (dict(mode="vsa", sparsity="0.5"), "sparsity"),  # raised TypeError from the range check
+    (dict(mode="vsa", sparsity=True), "sparsity"),
     (dict(mode="vsa", sparsity=1.0), "sparsity"),
     (dict(mode="vsa", topk=2, sparsity=0.5), "topk / sparsity"),
     (dict(mode="dense", topk=2), "topk / sparsity"),
@@ -71,6 +75,14 @@ def test_bad_settings_are_named(gen, settings, named):
     q, k, v, _ = draw(gen, (4, 4, 4), batch=1)
     with pytest.raises(ValueError, match=f"invalid argument '{named}'"):
         grid_attention(q, k, v, (4, 4, 4), **settings)
+
+
+@pytest.mark.parametrize("topk", [np.int64(1), torch.tensor(1)], ids=repr)
+def test_topk_of_any_integer_type(gen, topk):
+    # Refused as no int, where video_sparse_attn (and the compat layer) take any integer count.
+    q, k, v, _ = draw(gen, (4, 4, 4), batch=1)
+    assert torch.equal(grid_attention(q, k, v, (4, 4, 4), mode="fine", topk=topk),
+                       grid_attention(q, k, v, (4, 4, 4), mode="fine", topk=1))
 
 
 def test_tokens_must_fill_the_grid(gen):

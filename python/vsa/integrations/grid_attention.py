@@ -16,12 +16,13 @@ modes:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
-from vsa._args import invalid_argument
+from vsa._args import count_value, invalid_argument
 from vsa.layer import block_means, coarse_stage, fine_stage, video_sparse_attn
 from vsa.metadata import VSAMetadata, build_vsa_metadata, tile, untile
 
@@ -36,7 +37,7 @@ def resolve_topk(num_blocks: int, topk: Optional[int], sparsity: Optional[float]
                                f"topk={topk}, sparsity={sparsity}")
     if sparsity is not None:
         return max(1, math.ceil((1.0 - sparsity) * num_blocks))
-    return num_blocks if topk is None else min(int(topk), num_blocks)
+    return num_blocks if topk is None else min(count_value(topk), num_blocks)
 
 
 def check_settings(mode: str, topk: Optional[int], sparsity: Optional[float],
@@ -44,11 +45,14 @@ def check_settings(mode: str, topk: Optional[int], sparsity: Optional[float],
     """The settings' own errors, raised where a user states them, not at the first forward."""
     if mode not in MODES:
         raise invalid_argument("mode", " or ".join(repr(m) for m in MODES), repr(mode))
-    if topk is not None and (isinstance(topk, bool) or not isinstance(topk, int) or topk < 1):
+    count = None if topk is None else count_value(topk)  # any integer type, as the layer takes
+    if topk is not None and (count is None or count < 1):
         raise invalid_argument("topk", "a positive int (KV blocks per query block) or None",
                                repr(topk))
-    if sparsity is not None and not 0.0 <= sparsity < 1.0:
-        raise invalid_argument("sparsity", "a fraction of blocks skipped in [0, 1)", sparsity)
+    # A number first: a string raised TypeError from the range check.
+    if sparsity is not None and (isinstance(sparsity, bool) or not isinstance(sparsity, numbers.Real)
+                                 or not 0.0 <= sparsity < 1.0):
+        raise invalid_argument("sparsity", "a fraction of blocks skipped in [0, 1)", repr(sparsity))
     if mode == "dense" and (topk is not None or sparsity is not None):
         raise invalid_argument("topk / sparsity",
                                "neither in mode 'dense' (every block is attended)",
