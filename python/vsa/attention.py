@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from vsa import _C
-from vsa._args import lse_shape, scale_argument
+from vsa._args import invalid_argument, lse_shape, scale_argument
 from vsa._tensors import (expect_same_device, index_tensor, kernel_ready, optional_index_tensor,
                           optional_tensors)
 from vsa.dispatch import launch
@@ -163,6 +163,11 @@ def block_sparse_attn_from_mask(q: Tensor, k: Tensor, v: Tensor, block_map: Tens
     The compaction (map_to_index) is an op of its own, so torch.compile
     captures it together with the attention.
     """
+    # map_to_index lists a map's columns whatever their count: a map of fewer than NK would
+    # never list the last blocks, silently (its other axes are q2k_idx's, which the core checks).
+    if block_map.dim() == 4 and variable_block_sizes.dim() == 1 and block_map.shape[3] != variable_block_sizes.shape[0]:
+        raise invalid_argument("block_map.shape", f"[B, H, NQ, NK] with NK = {variable_block_sizes.shape[0]} "
+                               "(variable_block_sizes' length)", list(block_map.shape))
     q2k_idx, q2k_num = map_to_index(block_map)
     return block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
                              need_lse=need_lse, layout=layout, deterministic=deterministic)

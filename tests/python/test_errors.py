@@ -133,3 +133,16 @@ def test_backward_error_surfaces(gen):
 def test_bad_block_map(gen):
     with pytest.raises(ValueError, match="'block_map"):
         vsa.map_to_index(torch.ones(1, 2, 3, 4, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("columns", [2, 4])
+def test_block_map_of_another_nk_is_named(gen, columns):
+    # map_to_index lists a map's columns whatever their count: a map of fewer than NK columns
+    # never listed the last blocks and ran silently; one of more named q2k_idx, never passed.
+    import vsa.compat.fastvideo_kernel as fk
+    p = make_problem(gen, heads=2, nq=2, nk=3)
+    block_map = torch.rand(1, 2, 2, columns, generator=gen) > 0.5
+    with pytest.raises(ValueError, match=r"'block_map\.shape'.*NK = 3"):
+        vsa.block_sparse_attn_from_mask(p.q, p.k, p.v, block_map, p.vbs)
+    with pytest.raises(ValueError, match=r"'block_map\.shape'.*NK = 3"):
+        fk.block_sparse_attn(p.q, p.k, p.v, block_map[0], p.vbs)

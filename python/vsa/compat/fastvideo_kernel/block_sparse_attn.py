@@ -53,8 +53,8 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor,
                       variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
     """block_sparse_attn_from_indices with the lists given as a bool block map (a map
     [H, NQ, NK] serves every video of the batch)."""
-    q2k_idx, q2k_num = _map_to_index(block_map, q.shape[0])
-    return block_sparse_attn_from_indices(q, k, v, q2k_idx, q2k_num, variable_block_sizes)
+    return vsa.block_sparse_attn_from_mask(q, k, v, logical_map(block_map, q.shape[0]), variable_block_sizes,
+                                           deterministic=True)
 
 
 # FastVideo's per-backend ops compute the same function; code (and FastVideo's
