@@ -7,6 +7,20 @@
 //   q_variable_block_sizes [NQ] (optional)
 //   lse [B, H, Sq] fp32, base 2.
 // blk = Skv / NK (64 or 128); Sq must equal NQ * blk. H % Hkv == 0 (GQA).
+//
+// A tensor a call writes shares no memory with any other tensor the call reads
+// or writes (CUDA workspace included); every entry point of vsa/attention.hpp,
+// vsa/layer.hpp and vsa/metadata.hpp refuses such a call (invalid_argument,
+// naming both tensors) before it reads or writes anything. Inputs may share
+// memory freely, and tensors whose elements only interleave share none: q, k
+// and v, or dq, dk and dv, as slices of one packed [B, S, 3, H, D] buffer. Where
+// the interleaving cannot be shown element-exact (each tensor's innermost dense
+// run must fit within the gcd of both tensors' outer strides), overlapping
+// address ranges are refused. The only exceptions are the calls documented to
+// write an output over one input in place (gate_combine's out = fine,
+// topk_to_index's q2k_idx = topk, pack_varlen_index's packed_idx = local_idx),
+// and only when it is that input itself: the same pointer, dtype, shape and
+// strides.
 #pragma once
 
 #include <cstddef>
@@ -55,7 +69,8 @@ struct ForwardParams {
   AttentionInputs in;
   TensorRef out;         // q's shape, layout and dtype; any strides with unit stride on D (on
                          // CUDA, rows 16-byte aligned: outer strides multiples of 8 elements)
-                         // whose rows do not overlap (as for every tensor a call writes)
+                         // whose rows do not overlap (as for every tensor a call writes), sharing
+                         // no memory with another tensor of the call (see the top of this file)
   TensorRef lse;         // [B, H, Sq] fp32; may be undefined when need_lse is false
   bool need_lse = true;
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; ignored on the CPU

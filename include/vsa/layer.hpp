@@ -19,6 +19,9 @@
 // unit stride on D; D is 64 or 128. A block holds blk = S / N tokens, where N
 // is the length of the valid-count vector (variable_block_sizes for k and v,
 // the query block sizes for q). Token t of a block is valid when t < its count.
+// A tensor a call writes shares no memory with any other tensor of the call
+// (vsa/attention.hpp says how that is checked); gate_combine's out may be fine
+// itself.
 #pragma once
 
 #include "vsa/attention.hpp"
@@ -123,7 +126,8 @@ std::size_t coarse_stage_backward_workspace_bytes(const CoarseStageBackwardParam
 
 // out = fine + coarse (broadcast over each query block's blk tokens, pad
 // tokens included), times gate when given; computed in float32 and rounded
-// once. `out` may be `fine` itself.
+// once. `out` may be `fine` itself (the same view); it shares no memory with
+// coarse or gate.
 struct GateCombineParams {
   TensorRef fine;    // [B, H, Sq, D] in `layout`: bf16, f16 or f32 (CPU)
   TensorRef coarse;  // [B, H, NQ, D] f32, contiguous

@@ -1,6 +1,9 @@
 // Metadata for block-sparse attention: lists of blocks, their inversion, and
 // the tiling of a (T, H, W) video latent into 64-token blocks (VSA's layout).
-// Functions taking TensorRefs run on the device that holds the tensors.
+// Functions taking TensorRefs run on the device that holds the tensors. An
+// output shares no memory with the other tensors of its call (vsa/attention.hpp
+// says how that is checked), except as noted below: an output that is its
+// input itself.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
 
 // topk [B, H, NQ, K] block ids (any order) -> q2k_idx [B, H, NQ, K] ascending
 // and q2k_num [B, H, NQ] filled with K; outputs of one int dtype, as above.
+// q2k_idx may be topk itself (the same view: dtype, shape and strides).
 void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const TensorRef& q2k_num,
                    void* stream = nullptr);
 
@@ -37,8 +41,8 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
 //   local_idx [B, H, NQ, max_kv], q2k_num [B, H, NQ]: each query block's list
 //     of KV blocks of its own sequence, numbered from 0 within it.
 // Writes packed_idx (local_idx's shape; int32 or int64; may be local_idx
-// itself): the first q2k_num entries of each row plus its sequence's first
-// KV block, -1 after them. With q2k_num, that is an ordinary q2k list over
+// itself, the same view): the first q2k_num entries of each row plus its
+// sequence's first KV block, -1 after them. With q2k_num, that is an ordinary q2k list over
 // the packed sequence, ready for block_sparse_attn. On the CPU every value is
 // checked (offsets, counts, ids within their sequence) before anything is
 // written; on CUDA they are a precondition (reading them would cost a device

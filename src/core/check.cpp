@@ -1,9 +1,13 @@
 #include "core/check.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <string>
+#include <utility>
 
 #include "core/layout.hpp"
 
@@ -24,7 +28,111 @@ std::string join_dims(std::initializer_list<std::int64_t> dims) {
 
 bool is_float_dtype(DType d) { return d == DType::bf16 || d == DType::f16 || d == DType::f32; }
 
+std::uint64_t magnitude(std::int64_t v) {  // |v|, without overflow at INT64_MIN
+  return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+}
+
+// The bytes of a non-empty tensor, as the set
+//   { low + r + sum_i k_i * step_i : 0 <= r < run, 0 <= k_i < extent_i }
+// of its innermost dense run (the axes whose stride equals the run so far)
+// repeated along the outer axes.
+struct Footprint {
+  std::uint64_t low = 0, high = 0;  // its lowest and highest byte
+  std::uint64_t run = 0;            // bytes of the innermost dense run
+  std::uint64_t steps_gcd = 0;      // gcd of the outer axes' steps; 0 when the tensor is one run
+  bool bounded = true;              // false: it spans more than 2^64 bytes, as no memory does
+};
+
+Footprint footprint(const TensorRef& t) {
+  const std::uint64_t size = dtype_size(t.dtype);
+  Footprint f;
+  f.low = reinterpret_cast<std::uintptr_t>(t.data);
+  std::uint64_t span = 0;  // from the first byte of the lowest element to that of the highest
+  // (step, extent) of each axis that moves, first; the rest sort after them
+  std::array<std::pair<std::uint64_t, std::uint64_t>, kMaxRank> moving;
+  moving.fill({std::numeric_limits<std::uint64_t>::max(), 1});
+  int count = 0;
+  for (int a = 0; a < t.rank && a < kMaxRank; ++a) {
+    if (t.shape[a] < 2 || t.stride[a] == 0) continue;  // reaches no other address
+    const auto extent = static_cast<std::uint64_t>(t.shape[a]);
+    std::uint64_t step = 0, reach = 0;
+    if (__builtin_mul_overflow(magnitude(t.stride[a]), size, &step) ||
+        __builtin_mul_overflow(step, extent - 1, &reach) || __builtin_add_overflow(span, reach, &span)) {
+      f.bounded = false;
+      return f;
+    }
+    if (t.stride[a] < 0) f.low -= reach;  // a negative stride reaches below data
+    moving[count++] = {step, extent};
+  }
+  std::sort(moving.begin(), moving.end());
+  f.run = size;
+  int a = 0;
+  for (; a < count && moving[a].first == f.run; ++a) f.run *= moving[a].second;  // at most span + size
+  for (; a < count; ++a) f.steps_gcd = std::gcd(f.steps_gcd, moving[a].first);
+  f.high = f.low + span + (size - 1);
+  return f;
+}
+
+// Whether two tensors certainly share no byte: their address ranges do not
+// meet; or, modulo the gcd g of both tensors' outer steps, every byte of each
+// lies in the window its run starts at its lowest byte (when the run fits in
+// g), and the two windows do not meet. Slices of one packed [.., 3, H, D]
+// buffer are told apart this way.
+bool apart(const Footprint& a, const Footprint& b) {
+  if (a.high < b.low || b.high < a.low) return true;
+  const std::uint64_t g = std::gcd(a.steps_gcd, b.steps_gcd);
+  if (g == 0 || a.run > g || b.run > g) return false;
+  const std::uint64_t a_to_b = (b.low % g + g - a.low % g) % g;  // where b's window starts, past a's start
+  const std::uint64_t b_to_a = (a.low % g + g - b.low % g) % g;
+  return a_to_b >= a.run && b_to_a >= b.run;
+}
+
+// `w`, a tensor the call writes, against another tensor of the call.
+void expect_apart(const NamedTensor& w, const NamedTensor& other) {
+  const TensorRef &a = w.tensor, &b = other.tensor;
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return;
+  if (a.device != b.device || a.device_index != b.device_index) return;
+  const Footprint fa = footprint(a), fb = footprint(b);
+  if (fa.bounded && fb.bounded && apart(fa, fb)) return;
+  // One first byte, or two dense runs whose ranges meet: certainly shared.
+  const bool certain = a.data == b.data || (fa.bounded && fb.bounded && fa.steps_gcd == 0 && fb.steps_gcd == 0);
+  fail(w.name, "memory shared with no other tensor of the call",
+       std::string(certain ? "shares memory" : "may share memory (interleaved address ranges not shown disjoint)") +
+           " with " + other.name);
+}
+
 }  // namespace
+
+void expect_unshared(std::initializer_list<NamedTensor> written, const std::vector<NamedTensor>& read) {
+  for (auto w = written.begin(); w != written.end(); ++w) {
+    for (auto other = std::next(w); other != written.end(); ++other) expect_apart(*w, *other);
+    for (const NamedTensor& r : read) expect_apart(*w, r);
+  }
+}
+
+TensorRef unless_same_view(const TensorRef& input, const TensorRef& output) {
+  bool same = input.data == output.data && input.device == output.device &&
+              input.device_index == output.device_index && input.dtype == output.dtype && input.rank == output.rank;
+  for (int a = 0; same && a < input.rank && a < kMaxRank; ++a)
+    same = input.shape[a] == output.shape[a] && input.stride[a] == output.stride[a];
+  return same ? TensorRef{} : input;
+}
+
+std::vector<NamedTensor> attention_inputs(const AttentionInputs& in) {
+  return {{in.q, "q"},
+          {in.k, "k"},
+          {in.v, "v"},
+          {in.q2k_idx, "q2k_idx"},
+          {in.q2k_num, "q2k_num"},
+          {in.variable_block_sizes, "variable_block_sizes"},
+          {in.q_variable_block_sizes, "q_variable_block_sizes"}};
+}
+
+TensorRef workspace_tensor(void* data, std::size_t bytes, const TensorRef& like) {
+  if (like.device == Device::cpu) return {};
+  const auto count = static_cast<std::int64_t>(std::min<std::size_t>(bytes, std::numeric_limits<std::int64_t>::max()));
+  return TensorRef::contiguous(data, DType::boolean, {count}, like.device, like.device_index);
+}
 
 // q/k/v-shaped tensors: rank 4, a float dtype, unit stride on D.
 void expect_sequence_tensor(const TensorRef& t, const char* name) {
@@ -60,9 +168,6 @@ void expect_like(const TensorRef& t, const char* name, const TensorRef& like, co
 // some of them. A view whose rows interleave without touching is not refused; nor, in
 // principle, is one that overlaps only in a subtler way (an exact test is a subset-sum problem).
 void expect_distinct_rows(const TensorRef& t, const char* name) {
-  const auto magnitude = [](std::int64_t v) {  // |v|, without overflow at INT64_MIN
-    return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
-  };
   const auto row = static_cast<std::uint64_t>(t.shape[3]);
   if (t.numel() == 0) return;  // its strides say nothing; its extents are refused elsewhere
   for (int a = 0; a < 3; ++a) {
@@ -273,15 +378,18 @@ void check_forward_outputs(const ForwardParams& p, const ProblemShape& s) {
     if (p.gate.defined()) fail("gate", "undefined when coarse is (the gate weights coarse)", "a tensor");
     if (p.fine.defined()) fail("fine", "undefined when coarse is (without the combine, out is the attention)",
                                "a tensor");
-    return;
+  } else {
+    expect_rank(p.coarse, "coarse", 4);
+    expect_same_device(p.coarse, "coarse", p.in.q);
+    expect_dtype(p.coarse, "coarse", DType::f32);
+    expect_shape(p.coarse, "coarse", {s.batch, s.heads, s.num_q_blocks, s.head_dim});
+    expect_contiguous(p.coarse, "coarse");
+    if (p.gate.defined()) expect_like(p.gate, "gate", p.in.q, "q");
+    if (p.fine.defined()) expect_output_like(p.fine, "fine", p.in.q, "q");
   }
-  expect_rank(p.coarse, "coarse", 4);
-  expect_same_device(p.coarse, "coarse", p.in.q);
-  expect_dtype(p.coarse, "coarse", DType::f32);
-  expect_shape(p.coarse, "coarse", {s.batch, s.heads, s.num_q_blocks, s.head_dim});
-  expect_contiguous(p.coarse, "coarse");
-  if (p.gate.defined()) expect_like(p.gate, "gate", p.in.q, "q");
-  if (p.fine.defined()) expect_output_like(p.fine, "fine", p.in.q, "q");
+  std::vector<NamedTensor> read = attention_inputs(p.in);
+  read.insert(read.end(), {{p.coarse, "coarse"}, {p.gate, "gate"}});
+  expect_unshared({{p.out, "out"}, {p.need_lse ? p.lse : TensorRef{}, "lse"}, {p.fine, "fine"}}, read);
 }
 
 void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {
@@ -302,6 +410,18 @@ void check_backward_tensors(const BackwardParams& p, const ProblemShape& s) {
   expect_mean_grad(p.dq_mean, "dq_mean", s.heads, s.num_q_blocks);
   expect_mean_grad(p.dk_mean, "dk_mean", s.kv_heads, s.num_kv_blocks);
   expect_mean_grad(p.dv_mean, "dv_mean", s.kv_heads, s.num_kv_blocks);
+  std::vector<NamedTensor> read = attention_inputs(p.in);
+  read.insert(read.end(), {{p.out, "out"},
+                           {p.lse, "lse"},
+                           {p.dout, "dout"},
+                           {p.dq_mean, "dq_mean"},
+                           {p.dk_mean, "dk_mean"},
+                           {p.dv_mean, "dv_mean"}});
+  expect_unshared({{p.dq, "dq"},
+                   {p.dk, "dk"},
+                   {p.dv, "dv"},
+                   {workspace_tensor(p.workspace, p.workspace_bytes, p.in.q), "workspace"}},
+                  read);
 }
 
 void check_block_list_values(const TensorRef& idx, const char* idx_name, const TensorRef& num,

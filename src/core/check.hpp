@@ -2,7 +2,10 @@
 // vsa::Error naming the argument, what was expected and what was given.
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "vsa/attention.hpp"
 #include "vsa/error.hpp"
@@ -35,6 +38,29 @@ void expect_like(const TensorRef& t, const char* name, const TensorRef& like, co
 void expect_distinct_rows(const TensorRef& t, const char* name);
 // expect_like and expect_distinct_rows.
 void expect_output_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
+
+// A tensor of a call and the name of its argument.
+struct NamedTensor {
+  TensorRef tensor;
+  const char* name;
+};
+// Each tensor of `written` shares no memory with any other tensor of the call
+// (`written` and `read`): its writes would reach what the call still reads,
+// or another output. Undefined and empty tensors share nothing; tensors on
+// different devices are never compared. Tensors whose elements only
+// interleave (q, k and v as slices of one packed qkv buffer) are told apart
+// exactly where their innermost dense runs fit between the rows' common
+// stride; other overlapping address ranges are refused.
+void expect_unshared(std::initializer_list<NamedTensor> written, const std::vector<NamedTensor>& read);
+// q, k, v and the metadata of `in`, named as its fields: what every attention call reads.
+std::vector<NamedTensor> attention_inputs(const AttentionInputs& in);
+// A caller's device scratch as a tensor of bytes on `like`'s device; undefined
+// on the CPU, whose backend ignores it and keeps scratch of its own.
+TensorRef workspace_tensor(void* data, std::size_t bytes, const TensorRef& like);
+// `input`, or an undefined tensor when it is `output` itself (pointer,
+// device, dtype, shape and strides): for the calls documented to write that
+// output over that input in place, element by element.
+TensorRef unless_same_view(const TensorRef& input, const TensorRef& output);
 
 // The count of ids an int32 list can hold: [0, 2^31).
 constexpr std::int64_t kInt32Ids = std::int64_t{1} << 31;

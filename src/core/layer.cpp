@@ -25,7 +25,9 @@ using detail::expect_rank;
 using detail::expect_same_device;
 using detail::expect_sequence_tensor;
 using detail::expect_shape;
+using detail::expect_unshared;
 using detail::fail;
+using detail::unless_same_view;
 using detail::CoarseShape;
 using detail::HeadView;
 
@@ -161,6 +163,7 @@ CoarseShape check_coarse_backward(const CoarseStageBackwardParams& p) {
 
 void block_mean(const BlockMeanParams& p) {
   check_block_tensors(p.x, "x", p.valid_counts, p.mean, "mean", p.layout);
+  expect_unshared({{p.mean, "mean"}}, {{p.x, "x"}, {p.valid_counts, "valid_counts"}});
   if (p.x.device == Device::cpu)
     cpu::block_mean(p);
   else
@@ -176,6 +179,13 @@ void block_means(const BlockMeansParams& p) {
     expect_dtype(part->x, (name + "x").c_str(), p.q.x.dtype);
     if (part->stream != p.q.stream) fail(name + "stream", "q.stream", "another stream");
   }
+  expect_unshared({{p.q.mean, "q.mean"}, {p.k.mean, "k.mean"}, {p.v.mean, "v.mean"}},
+                  {{p.q.x, "q.x"},
+                   {p.k.x, "k.x"},
+                   {p.v.x, "v.x"},
+                   {p.q.valid_counts, "q.valid_counts"},
+                   {p.k.valid_counts, "k.valid_counts"},
+                   {p.v.valid_counts, "v.valid_counts"}});
   if (p.q.x.device == Device::cpu) {
     for (const auto& [part, name] : parts) cpu::block_mean(*part);
   } else {
@@ -186,6 +196,7 @@ void block_means(const BlockMeansParams& p) {
 void block_mean_backward(const BlockMeanBackwardParams& p) {
   check_block_tensors(p.dx, "dx", p.valid_counts, p.dmean, "dmean", p.layout);
   detail::expect_distinct_rows(p.dx, "dx");
+  expect_unshared({{p.dx, "dx"}}, {{p.dmean, "dmean"}, {p.valid_counts, "valid_counts"}});
   if (p.dx.device == Device::cpu)
     cpu::block_mean_backward(p);
   else
@@ -215,6 +226,9 @@ void coarse_stage(const CoarseStageParams& p) {
   // Ids below NK and counts up to top-k, as map_to_index's lists.
   detail::expect_int32_holds(p.q2k_idx, "q2k_idx", c.nk - 1, "NK = " + str(c.nk) + " KV blocks");
   detail::expect_int32_holds(p.q2k_num, "q2k_num", topk, "top-k = " + str(topk));
+  expect_unshared({{p.coarse_out, "coarse_out"}, {p.q2k_idx, "q2k_idx"}, {p.q2k_num, "q2k_num"}},
+                  {{p.q_mean, "q_mean"}, {p.k_mean, "k_mean"}, {p.v_mean, "v_mean"},
+                   {p.variable_block_sizes, "variable_block_sizes"}});
 
   if (q.device == Device::cpu)
     cpu::coarse_stage(p, c.scale);
@@ -229,6 +243,16 @@ std::size_t coarse_stage_backward_workspace_bytes(const CoarseStageBackwardParam
 
 void coarse_stage_backward(const CoarseStageBackwardParams& p) {
   const CoarseShape c = check_coarse_backward(p);
+  expect_unshared({{p.dq_mean, "dq_mean"},
+                   {p.dk_mean, "dk_mean"},
+                   {p.dv_mean, "dv_mean"},
+                   {detail::workspace_tensor(p.workspace, p.workspace_bytes, p.q_mean), "workspace"}},
+                  {{p.q_mean, "q_mean"},
+                   {p.k_mean, "k_mean"},
+                   {p.v_mean, "v_mean"},
+                   {p.variable_block_sizes, "variable_block_sizes"},
+                   {p.coarse_out, "coarse_out"},
+                   {p.dcoarse, "dcoarse"}});
   if (p.q_mean.device == Device::cpu)
     cpu::coarse_stage_backward(p, c);
   else
@@ -238,6 +262,9 @@ void coarse_stage_backward(const CoarseStageBackwardParams& p) {
 void gate_combine(const GateCombineParams& p) {
   check_combine_tensors(p.fine, "fine", p.coarse, p.gate, p.layout);
   expect_output_like(p.out, "out", p.fine, "fine");
+  // out may be fine itself (documented in vsa/layer.hpp): each element is read before it is written.
+  expect_unshared({{p.out, "out"}},
+                  {{unless_same_view(p.fine, p.out), "fine"}, {p.coarse, "coarse"}, {p.gate, "gate"}});
   if (p.fine.device == Device::cpu)
     cpu::gate_combine(p);
   else
@@ -252,6 +279,8 @@ void gate_combine_backward(const GateCombineBackwardParams& p) {
     expect_output_like(p.dgate, "dgate", p.dout, "dout");
   else if (p.dgate.defined())
     fail("dgate", "undefined when there is no gate", "a tensor");
+  expect_unshared({{p.dcoarse, "dcoarse"}, {p.dgate, "dgate"}},
+                  {{p.dout, "dout"}, {p.coarse, "coarse"}, {p.gate, "gate"}});
   if (p.dout.device == Device::cpu)
     cpu::gate_combine_backward(p);
   else

@@ -20,6 +20,7 @@ using detail::expect_int_dtype;
 using detail::expect_rank;
 using detail::expect_same_device;
 using detail::expect_shape;
+using detail::expect_unshared;
 using detail::fail;
 using detail::kInt32Ids;
 
@@ -114,6 +115,7 @@ void map_to_index(const TensorRef& block_map, const TensorRef& q2k_idx, const Te
   expect_matching_outputs(q2k_idx, q2k_num);
   // Ids below NK and counts up to NK.
   expect_int32_holds(q2k_idx, "q2k_idx", block_map.shape[3], "NK = " + str(block_map.shape[3]) + " KV blocks");
+  expect_unshared({{q2k_idx, "q2k_idx"}, {q2k_num, "q2k_num"}}, {{block_map, "block_map"}});
 
   if (block_map.device == Device::cpu)
     cpu::map_to_index(block_map, q2k_idx, q2k_num);
@@ -131,6 +133,7 @@ void invert_indices(const TensorRef& q2k_idx, const TensorRef& q2k_num, std::int
   // Query-block ids below NQ; counts up to the capacity (max_q).
   expect_int32_holds(k2q_idx, "k2q_idx", q2k_idx.shape[2] - 1, "NQ = " + str(q2k_idx.shape[2]) + " query blocks");
   expect_int32_holds(k2q_num, "k2q_num", k2q_idx.shape[3], "max_q = " + str(k2q_idx.shape[3]) + " entries");
+  expect_unshared({{k2q_idx, "k2q_idx"}, {k2q_num, "k2q_num"}}, {{q2k_idx, "q2k_idx"}, {q2k_num, "q2k_num"}});
 
   if (q2k_idx.device == Device::cpu) {
     detail::check_block_list_values(q2k_idx, "q2k_idx", q2k_num, "q2k_num", num_kv_blocks);
@@ -149,6 +152,8 @@ void topk_to_index(const TensorRef& topk, const TensorRef& q2k_idx, const Tensor
   expect_matching_outputs(q2k_idx, q2k_num);
   // Every row's count is K.
   expect_int32_holds(q2k_num, "q2k_num", topk.shape[3], "K = " + str(topk.shape[3]) + " entries per row");
+  // q2k_idx may be topk itself: every backend reads a whole row before writing it.
+  expect_unshared({{q2k_idx, "q2k_idx"}, {q2k_num, "q2k_num"}}, {{detail::unless_same_view(topk, q2k_idx), "topk"}});
 
   if (topk.device != Device::cpu) {
     cuda::topk_to_index(topk, q2k_idx, q2k_num, stream);  // ids >= 0 is a precondition there
@@ -179,6 +184,11 @@ void pack_varlen_index(const TensorRef& local_idx, const TensorRef& q2k_num, con
   detail::expect_dtype(cu_kv_blocks, "cu_kv_blocks", cu_q_blocks.dtype);
   expect_int_tensor(packed_idx, "packed_idx", 4, local_idx, "local_idx");
   expect_shape(packed_idx, "packed_idx", local_idx);
+  // packed_idx may be local_idx itself: every backend reads each entry before writing it.
+  expect_unshared({{packed_idx, "packed_idx"}}, {{detail::unless_same_view(local_idx, packed_idx), "local_idx"},
+                                                 {q2k_num, "q2k_num"},
+                                                 {cu_q_blocks, "cu_q_blocks"},
+                                                 {cu_kv_blocks, "cu_kv_blocks"}});
 
   if (local_idx.device == Device::cpu) {
     check_varlen_values(local_idx, q2k_num, cu_q_blocks, cu_kv_blocks, packed_idx.dtype);

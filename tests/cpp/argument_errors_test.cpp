@@ -5,9 +5,13 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "support/attention_problem.hpp"
+#include "support/expect_error.hpp"
+#include "support/fused_combine.hpp"
 
 namespace vsa::test {
 namespace {
@@ -404,6 +408,49 @@ TEST(BackwardRejects, BadMetadataValues) {
       "q_variable_block_sizes.shape",
       [](BackwardParams& p, AttentionProblem&) { p.in.q_variable_block_sizes.shape[0] = 5; },
       ErrorKind::invalid_argument, q_padding_case());
+}
+
+// A tensor the call writes over another tensor of the call: refused, naming both, with nothing
+// read or written. Unrefused, each gave a silently wrong result: fine = out left fine holding the
+// combined result; the backward's key pass re-read q and dout after dq was written over them;
+// dk = dv held one of the two.
+TEST(ForwardRejects, WrittenTensorsSharingMemory) {
+  AttentionProblem pr(base_case(), next_seed());
+  std::mt19937_64 rng(next_seed());
+  CombineAddend addend = draw_combine_addend(pr, rng, AddendKind::gated_keeping_fine);
+  addend.fine.poison();
+  const std::vector<const HostTensor*> all = {&pr.q, &pr.k, &pr.v, &pr.out, &pr.lse, &addend.coarse,
+                                              &addend.gate, &addend.fine};
+  const auto refused = [&](const std::string& argument, const std::string& other, const ForwardEdit& edit) {
+    ForwardParams p = pr.forward_params();
+    p.coarse = addend.coarse.ref();
+    p.gate = addend.gate_ref();
+    p.fine = addend.fine_ref();
+    edit(p, pr);
+    expect_refused_as_shared(argument, other, all, [&] { vsa::forward(p); });
+  };
+  refused("out", "q", [](ForwardParams& p, AttentionProblem&) { p.out = p.in.q; });
+  refused("out", "fine", [](ForwardParams& p, AttentionProblem&) { p.fine = p.out; });
+  refused("out", "gate", [](ForwardParams& p, AttentionProblem&) { p.out = p.gate; });
+  // [B, H, Sq] and [B, H, NQ, D] floats (D = blk): the same bytes.
+  refused("lse", "coarse", [](ForwardParams& p, AttentionProblem&) { p.lse.data = p.coarse.data; });
+}
+
+TEST(BackwardRejects, WrittenTensorsSharingMemory) {
+  AttentionProblem pr(base_case(), next_seed());
+  const BackwardParams base = pr.backward_params();
+  for (HostTensor* t : {&pr.dq, &pr.dk, &pr.dv}) t->poison();
+  const std::vector<const HostTensor*> all = {&pr.q, &pr.k, &pr.v, &pr.out, &pr.lse, &pr.dout, &pr.dq, &pr.dk, &pr.dv};
+  const auto refused = [&](const std::string& argument, const std::string& other, const BackwardEdit& edit) {
+    BackwardParams p = base;
+    edit(p, pr);
+    expect_refused_as_shared(argument, other, all, [&] { vsa::backward(p); });
+  };
+  refused("dq", "q", [](BackwardParams& p, AttentionProblem&) { p.dq = p.in.q; });
+  refused("dq", "dout", [](BackwardParams& p, AttentionProblem&) { p.dq = p.dout; });
+  refused("dq", "out", [](BackwardParams& p, AttentionProblem&) { p.dq = p.out; });
+  refused("dk", "dv", [](BackwardParams& p, AttentionProblem&) { p.dk = p.dv; });
+  refused("dv", "v", [](BackwardParams& p, AttentionProblem&) { p.dv = p.in.v; });
 }
 
 }  // namespace

@@ -607,5 +607,70 @@ TEST(LayerRejects, BadArguments) {
   });
 }
 
+// A written tensor over another tensor of the call is refused before anything
+// is read or written, naming both (out = fine in gate_combine, which it
+// documents, stays accepted: AddsTheBroadcastCoarseOutputTimesTheGate).
+TEST(LayerRejects, WrittenTensorsSharingMemory) {
+  std::mt19937_64 rng(next_seed());
+  const CombineProblem c(rng, DType::f32, Layout::bhsd, 64);  // [2, 3, 192, 64] and coarse [2, 3, 3, 64]
+  HostTensor x = c.fine, dmean = c.coarse, mean = c.coarse, k_mean = c.coarse;
+  const HostTensor counts = int_vector(DType::i32, {64, 1, 0});
+  // A float32 [2, 3, 3, 64] view of the first bytes of a sequence tensor.
+  const auto blocks_of = [&](const HostTensor& t) {
+    return TensorRef::contiguous(t.ref().data, DType::f32, {2, 3, 3, 64});
+  };
+  std::vector<const HostTensor*> all = {&x, &dmean, &mean, &k_mean};
+  expect_refused_as_shared("mean", "x", all, [&] { block_mean({x.ref(), counts.ref(), blocks_of(x)}); });
+  expect_refused_as_shared("q.mean", "v.mean", all, [&] {
+    block_means({{x.ref(), counts.ref(), mean.ref()}, {x.ref(), counts.ref(), k_mean.ref()},
+                 {x.ref(), counts.ref(), mean.ref()}});
+  });
+  expect_refused_as_shared("dx", "dmean", all, [&] { block_mean_backward({blocks_of(x), counts.ref(), x.ref()}); });
+
+  CoarseProblem p;
+  p.build(rng);
+  HostTensor dcoarse = p.coarse, dq_mean = p.q_mean, dk_mean = p.k_mean, dv_mean = p.v_mean;
+  all = {&p.q_mean, &p.k_mean, &p.v_mean, &p.coarse, &p.idx, &p.num, &dcoarse, &dq_mean, &dk_mean, &dv_mean};
+  expect_refused_as_shared("coarse_out", "q_mean", all, [&] {
+    CoarseStageParams params = p.params();
+    params.coarse_out = params.q_mean;
+    coarse_stage(params);
+  });
+  expect_refused_as_shared("q2k_idx", "q2k_num", all, [&] {
+    CoarseStageParams params = p.params();
+    params.q2k_num.data = params.q2k_idx.data;
+    coarse_stage(params);
+  });
+  const auto backward = [&] {
+    return CoarseStageBackwardParams{p.q_mean.ref(), p.k_mean.ref(), p.v_mean.ref(), p.valid.ref(), 0.0f,
+                                     p.coarse.ref(), dcoarse.ref(), dq_mean.ref(), dk_mean.ref(), dv_mean.ref()};
+  };
+  expect_refused_as_shared("dq_mean", "dcoarse", all, [&] {
+    CoarseStageBackwardParams params = backward();
+    params.dq_mean = params.dcoarse;
+    coarse_stage_backward(params);
+  });
+  expect_refused_as_shared("dk_mean", "dv_mean", all, [&] {
+    CoarseStageBackwardParams params = backward();
+    params.dk_mean = params.dv_mean;
+    coarse_stage_backward(params);
+  });
+
+  HostTensor out = c.fine, dgate = c.gate, dcoarse_c = c.coarse;
+  all = {&c.fine, &c.gate, &c.coarse, &out, &dgate, &dcoarse_c};
+  expect_refused_as_shared("out", "gate", all, [&] {
+    gate_combine({c.fine.ref(), c.coarse.ref(), c.gate.ref(), c.gate.ref()});
+  });
+  expect_refused_as_shared("out", "coarse", all, [&] {
+    gate_combine({c.fine.ref(), blocks_of(out), c.gate.ref(), out.ref()});
+  });
+  expect_refused_as_shared("dcoarse", "coarse", all, [&] {
+    gate_combine_backward({c.fine.ref(), c.coarse.ref(), c.gate.ref(), c.coarse.ref(), dgate.ref()});
+  });
+  expect_refused_as_shared("dgate", "dout", all, [&] {
+    gate_combine_backward({c.fine.ref(), c.coarse.ref(), c.gate.ref(), dcoarse_c.ref(), c.fine.ref()});
+  });
+}
+
 }  // namespace
 }  // namespace vsa::test

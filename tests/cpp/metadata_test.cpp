@@ -322,5 +322,44 @@ TEST(MetadataRejects, BadArguments) {
   EXPECT_TRUE(topk_num.untouched());
 }
 
+// An output over another tensor of the call is refused before anything is
+// read or written (an output that is its input itself, where a function says
+// it may be, is accepted: WorksInPlace, InPlaceAndAcrossEmptySequences).
+TEST(MetadataRejects, OutputsSharingMemory) {
+  BlockMap map(1, 1, 2, 4);
+  map.bytes = {1, 0, 1, 0, 0, 1, 1, 1};
+  HostTensor idx(DType::i32, {1, 1, 2, 4}), num(DType::i32, {1, 1, 2});
+  idx.poison();
+  num.poison();
+  expect_refused_as_shared("q2k_idx", "q2k_num", {&idx, &num}, [&] {
+    map_to_index(map.ref, idx.ref(), TensorRef::contiguous(idx.ref().data, DType::i32, {1, 1, 2}));
+  });
+
+  const HostTensor q2k_idx = int_tensor(DType::i32, {1, 1, 2, 2}, {0, 1, 1, -1});
+  const HostTensor q2k_num = int_tensor(DType::i32, {1, 1, 2}, {2, 1});
+  HostTensor k2q_num(DType::i32, {1, 1, 2});
+  k2q_num.poison();
+  expect_refused_as_shared("k2q_idx", "q2k_idx", {&q2k_idx, &q2k_num, &k2q_num}, [&] {
+    invert_indices(q2k_idx.ref(), q2k_num.ref(), 2, q2k_idx.ref(), k2q_num.ref());
+  });
+
+  // int32 lists over int64 ids: each write would land on an id not yet read.
+  const HostTensor topk = int_tensor(DType::i64, {1, 1, 2, 4}, {3, 1, 2, 0, 7, 6, 9, 8});
+  expect_refused_as_shared("q2k_idx", "topk", {&topk, &num}, [&] {
+    topk_to_index(topk.ref(), TensorRef::contiguous(topk.ref().data, DType::i32, {1, 1, 2, 4}), num.ref());
+  });
+  expect_refused_as_shared("q2k_num", "topk", {&topk, &idx}, [&] {
+    topk_to_index(topk.ref(), idx.ref(), TensorRef::contiguous(topk.ref().data, DType::i32, {1, 1, 2}));
+  });
+
+  const HostTensor cu_q = int_tensor(DType::i64, {2}, {0, 3}), cu_kv = int_tensor(DType::i64, {2}, {0, 2});
+  const HostTensor local = int_tensor(DType::i64, {1, 1, 3, 2}, {1, 0, 0, 9, 0, 0});
+  const HostTensor counts = int_tensor(DType::i32, {1, 1, 3}, {2, 1, 0});
+  expect_refused_as_shared("packed_idx", "local_idx", {&local, &counts}, [&] {
+    pack_varlen_index(local.ref(), counts.ref(), cu_q.ref(), cu_kv.ref(),
+                      TensorRef::contiguous(local.ref().data, DType::i32, {1, 1, 3, 2}));
+  });
+}
+
 }  // namespace
 }  // namespace vsa::test
