@@ -7,8 +7,10 @@ namespace vsa {
 
 // Threads the CPU backend's kernels use: a persistent pool of threads - 1
 // workers plus the calling thread. 0 (the default) means the hardware's
-// count. The environment variable VSA_NUM_THREADS, when set to a positive
-// integer, overrides both. Throws vsa::Error for a count outside [0, 4096].
+// count. The environment variable VSA_NUM_THREADS, when set to a whole number
+// in [1, 4096], overrides both; any other value of it is ignored (the calls
+// run, with the count the setting or the hardware gives). Throws vsa::Error
+// for a count outside [0, 4096].
 void set_cpu_threads(int threads);
 
 // The thread count the next CPU call will use.

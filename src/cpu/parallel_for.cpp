@@ -130,7 +130,8 @@ int thread_count() {
   if (const char* env = std::getenv("VSA_NUM_THREADS")) {
     char* end = nullptr;
     const long requested = std::strtol(env, &end, 10);
-    // Anything but a whole positive number falls back to the next source.
+    // Anything but a whole number in set_cpu_threads' range falls back to the next source:
+    // the count is read inside a call, where an error could come after outputs were written.
     if (end != env && *end == '\0' && requested > 0 && requested <= 4096) return static_cast<int>(requested);
   }
   if (const int requested = g_requested_threads.load(std::memory_order_relaxed); requested > 0) return requested;

@@ -52,7 +52,11 @@ TEST(ParallelFor, ThreadCountHonoursTheEnvironment) {
     ThreadsEnv env(nullptr);
     EXPECT_EQ(cpu::thread_count(), hardware);
   }
-  for (const char* bad : {"0", "-2", "four", "4x", ""}) {
+  {
+    ThreadsEnv env("4096");  // the top of set_cpu_threads' range
+    EXPECT_EQ(cpu::thread_count(), 4096);
+  }
+  for (const char* bad : {"0", "-2", "four", "4x", "", "4097", "99999999999999999999"}) {
     ThreadsEnv env(bad);
     EXPECT_EQ(cpu::thread_count(), hardware) << "'" << bad << "'";
   }
