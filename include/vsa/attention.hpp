@@ -62,7 +62,7 @@ struct AttentionInputs {
   // The CPU backend does no work for padding rows.
   TensorRef q_variable_block_sizes;
   Layout layout = Layout::bhsd;
-  float scale = 0.0f;  // softmax scale > 0; 0 means the default 1/sqrt(D)
+  float scale = 0.0f;  // softmax scale in (0, 2.3588e38]; 0 means the default 1/sqrt(D)
 };
 
 struct ForwardParams {

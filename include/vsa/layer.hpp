@@ -82,7 +82,7 @@ struct CoarseStageParams {
   TensorRef q_mean;                // [B, H, NQ, D] f32, contiguous
   TensorRef k_mean, v_mean;        // [B, Hkv, NK, D] f32, contiguous; H % Hkv == 0
   TensorRef variable_block_sizes;  // [NK] int32 or int64
-  float scale = 0.0f;              // softmax scale > 0; 0 means 1/sqrt(D)
+  float scale = 0.0f;              // softmax scale in (0, 2.3588e38]; 0 means 1/sqrt(D)
   TensorRef coarse_out;            // [B, H, NQ, D] f32, contiguous
   TensorRef q2k_idx;               // [B, H, NQ, topk] int32 or int64, 1 <= topk <= NK
   TensorRef q2k_num;               // [B, H, NQ], q2k_idx's dtype

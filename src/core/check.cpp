@@ -184,6 +184,15 @@ void expect_distinct_rows(const TensorRef& t, const char* name) {
   }
 }
 
+void expect_scale(float scale) {
+  // The kernels take the scores in base 2, scale · log2(e) in float: past FLT_MAX / log2(e)
+  // (~2.36e38) that is inf, and every row with a key came out NaN.
+  constexpr float kLog2e = 1.4426950408889634f;
+  if (!std::isfinite(scale) || scale < 0.0f || !std::isfinite(scale * kLog2e))
+    fail("scale", "a finite positive number at most FLT_MAX / log2(e) = 2.3588e38 (0 selects 1/sqrt(D))",
+         std::to_string(scale));
+}
+
 void expect_output_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name) {
   expect_like(t, name, like, like_name);
   expect_distinct_rows(t, name);
@@ -358,8 +367,7 @@ ProblemShape check_inputs(const AttentionInputs& in) {
   expect_shape(num, "q2k_num", {s.batch, s.heads, s.num_q_blocks});
   expect_contiguous(num, "q2k_num");
 
-  if (!std::isfinite(in.scale) || in.scale < 0.0f)
-    fail("scale", "a finite positive number (0 selects 1/sqrt(D))", std::to_string(in.scale));
+  expect_scale(in.scale);
   return s;
 }
 

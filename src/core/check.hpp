@@ -39,6 +39,9 @@ void expect_distinct_rows(const TensorRef& t, const char* name);
 // expect_like and expect_distinct_rows.
 void expect_output_like(const TensorRef& t, const char* name, const TensorRef& like, const char* like_name);
 
+// The softmax scale: finite, >= 0 (0 selects 1/sqrt(D)), and finite in base 2.
+void expect_scale(float scale);
+
 // A tensor of a call and the name of its argument.
 struct NamedTensor {
   TensorRef tensor;

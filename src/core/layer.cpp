@@ -141,8 +141,7 @@ CoarseShape check_coarse_means(const TensorRef& q, const TensorRef& k_mean, cons
   expect_f32(v_mean, "v_mean", q, "q_mean", {c.batch, c.kv_heads, c.nk, c.dim});
   expect_int_vector(variable_block_sizes, "variable_block_sizes", q, "q_mean");
   expect_shape(variable_block_sizes, "variable_block_sizes", {c.nk});
-  if (!std::isfinite(scale) || scale < 0.0f)
-    fail("scale", "a finite positive number (0 selects 1/sqrt(D))", std::to_string(scale));
+  detail::expect_scale(scale);
   c.scale = scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(c.dim));
   return c;
 }

@@ -312,6 +312,8 @@ TEST(ForwardRejects, BadLayoutAndScale) {
   expect_forward_rejects("layout",
                          [](ForwardParams& p, AttentionProblem&) { p.in.layout = static_cast<Layout>(7); });
   expect_forward_rejects("scale", [](ForwardParams& p, AttentionProblem&) { p.in.scale = NAN; });
+  // Finite, but inf once in base 2 (scale · log2 e): every row with a key came out NaN.
+  expect_forward_rejects("scale", [](ForwardParams& p, AttentionProblem&) { p.in.scale = 3e38f; });
 }
 
 TEST(ForwardRejects, BadQueryBlockSizes) {

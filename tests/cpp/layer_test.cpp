@@ -564,6 +564,8 @@ TEST(LayerRejects, BadArguments) {
   params = p.params();
   params.scale = -1.0f;
   expect_error_on("scale", [&] { coarse_stage(params); });
+  params.scale = 3e38f;  // inf once in base 2
+  expect_error_on("scale", [&] { coarse_stage(params); });
   // 2^31 + 1 KV blocks: int32 lists would wrap ids past 2^31 - 1 (and a top-k of 2^31 its counts).
   // Only the descriptors are large: refused before any read.
   params = p.params();
