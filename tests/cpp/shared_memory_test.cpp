@@ -95,19 +95,30 @@ class PackedParts {
   HostTensor buffer_;
 };
 
-class PackedSequenceTensors : public ::testing::TestWithParam<AttentionCase> {};
-
-TEST_P(PackedSequenceTensors, ForwardReadsQkvFromOneBuffer) {
-  AttentionProblem pr(GetParam(), next_seed());
+// The problem's q, k and v copied into one packed buffer.
+PackedParts packed_qkv(const AttentionProblem& pr) {
   const AttentionCase& c = pr.spec();
   PackedParts qkv(c, {c.heads, c.kv_heads, c.kv_heads});
   qkv.load(0, pr.q);
   qkv.load(1, pr.k);
   qkv.load(2, pr.v);
+  return qkv;
+}
+
+// A call's q, k and v read from the packed buffer's parts.
+void read_packed(AttentionInputs& in, const PackedParts& qkv) {
+  in.q = qkv.part(0);
+  in.k = qkv.part(1);
+  in.v = qkv.part(2);
+}
+
+class PackedSequenceTensors : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(PackedSequenceTensors, ForwardReadsQkvFromOneBuffer) {
+  AttentionProblem pr(GetParam(), next_seed());
+  const PackedParts qkv = packed_qkv(pr);
   ForwardParams p = pr.forward_params();
-  p.in.q = qkv.part(0);
-  p.in.k = qkv.part(1);
-  p.in.v = qkv.part(2);
+  read_packed(p.in, qkv);
   vsa::forward(p);
   EXPECT_TRUE(pr.out.written_exactly_view());
   pr.expect_forward_matches();
@@ -116,14 +127,10 @@ TEST_P(PackedSequenceTensors, ForwardReadsQkvFromOneBuffer) {
 TEST_P(PackedSequenceTensors, BackwardReadsQkvFromOneBufferAndWritesDqkvIntoAnother) {
   AttentionProblem pr(GetParam(), next_seed());
   const AttentionCase& c = pr.spec();
-  PackedParts qkv(c, {c.heads, c.kv_heads, c.kv_heads}), dqkv(c, {c.heads, c.kv_heads, c.kv_heads});
-  qkv.load(0, pr.q);
-  qkv.load(1, pr.k);
-  qkv.load(2, pr.v);
+  const PackedParts qkv = packed_qkv(pr);
+  PackedParts dqkv(c, {c.heads, c.kv_heads, c.kv_heads});
   BackwardParams p = pr.backward_params();
-  p.in.q = qkv.part(0);
-  p.in.k = qkv.part(1);
-  p.in.v = qkv.part(2);
+  read_packed(p.in, qkv);
   p.dq = dqkv.part(0);
   p.dk = dqkv.part(1);
   p.dv = dqkv.part(2);

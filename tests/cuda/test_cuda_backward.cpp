@@ -97,6 +97,17 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kBothDqPaths)),
                          case_and_path_name);
 
+// The block-mean addends on the device, handed to a backward's params (which must not outlive it).
+struct DeviceMeanGradAddends {
+  DeviceMirror dq_mean, dk_mean, dv_mean;
+  DeviceMeanGradAddends(const MeanGradAddends& add, BackwardParams& params)
+      : dq_mean(add.dq_mean), dk_mean(add.dk_mean), dv_mean(add.dv_mean) {
+    params.dq_mean = dq_mean.ref();
+    params.dk_mean = dk_mean.ref();
+    params.dv_mean = dv_mean.ref();
+  }
+};
+
 // The VSA layer's block-mean gradients fused into the writes of dq, dk and dv
 // (BackwardParams::dq_mean, dk_mean, dv_mean), on both dq paths: the float64
 // reference plus mean / count on each block's valid rows.
@@ -111,10 +122,7 @@ TEST_P(CudaBackwardMeanGrads, AddMeanOverCountToEachValidRow) {
   std::mt19937_64 rng(seed + 1);
   const MeanGradAddends add = draw_mean_grad_addends(problem, rng, true, true, true);
   DeviceBackward device = gpu_backward(problem, deterministic);
-  const DeviceMirror dq_mean(add.dq_mean), dk_mean(add.dk_mean), dv_mean(add.dv_mean);
-  device.params.dq_mean = dq_mean.ref();
-  device.params.dk_mean = dk_mean.ref();
-  device.params.dv_mean = dv_mean.ref();
+  const DeviceMeanGradAddends on_device(add, device.params);
   device.run();
   problem.expect_backward_matches(add.added);
 }
@@ -353,10 +361,7 @@ TEST_P(CudaBackwardListChunks, ChunkedPassesMatchReference) {
     std::mt19937_64 rng(seed + 1);
     const MeanGradAddends add = draw_mean_grad_addends(problem, rng, true, true, true);
     DeviceBackward device = gpu_backward(problem, deterministic);
-    const DeviceMirror dq_mean(add.dq_mean), dk_mean(add.dk_mean), dv_mean(add.dv_mean);
-    device.params.dq_mean = dq_mean.ref();
-    device.params.dk_mean = dk_mean.ref();
-    device.params.dv_mean = dv_mean.ref();
+    const DeviceMeanGradAddends on_device(add, device.params);
     const ScopedEnv cap("VSA_CUDA_LIST_ENTRIES", std::to_string(units * unit_entries).c_str());
     const ProblemShape shape = check_inputs(device.params.in);
     const cuda::ListChunks chunks = cuda::BwdWorkspace::layout(shape, cuda::DqMethod::atomic).chunks;
