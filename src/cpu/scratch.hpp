@@ -45,6 +45,9 @@ struct Scratch {
 // thread's thread_local objects with destructors are destroyed.
 inline thread_local Scratch* t_scratch = nullptr;
 
+// Whether the thread's ThreadScratchOwner has run its destructor (trivially destructible too).
+inline thread_local bool t_scratch_owner_gone = false;
+
 // Frees the thread's scratch when the thread ends.
 struct ThreadScratchOwner {
   ThreadScratchOwner() = default;
@@ -53,6 +56,7 @@ struct ThreadScratchOwner {
   ~ThreadScratchOwner() {
     delete t_scratch;
     t_scratch = nullptr;
+    t_scratch_owner_gone = true;
   }
 };
 
@@ -61,11 +65,15 @@ struct ThreadScratchOwner {
 // object's destructor (which run after them), any thread from a destructor of
 // its own thread_local objects. Such a call gets scratch of its own, never
 // freed (a thread_local Scratch was destroyed by then, and the call wrote
-// into the buffers its destruction had freed).
+// into the buffers its destruction had freed). It does not pass the owner's
+// definition again: control passing through a destroyed block-scope
+// thread_local's definition is undefined behaviour ([basic.start.term]).
 inline Scratch& thread_scratch() {
   if (t_scratch == nullptr) {
     t_scratch = new Scratch;
-    thread_local ThreadScratchOwner owner;  // made on the thread's first call only
+    if (!t_scratch_owner_gone) {
+      thread_local ThreadScratchOwner owner;  // made on the thread's first call only
+    }
   }
   return *t_scratch;
 }
