@@ -22,12 +22,13 @@ on every backend.
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from vsa import _C
+from vsa import _C, UnsupportedError
 from vsa._tensors import kernel_ready
 from vsa.attention import _new_lse
 from vsa.dispatch import launch
@@ -95,19 +96,35 @@ def _block_mean_grad(ctx, dmean):
 _block_mean.register_autograd(_block_mean_grad, setup_context=_block_mean_setup)
 
 
+# The core names block_means' parts by their fields ('q.x', 'k.valid_counts'): the caller passed
+# q and q_variable_block_sizes, k, v and variable_block_sizes (vsa.block_means, the layer).
+_PART_FIELD = re.compile(r"\b([qkv])\.(x|valid_counts)\b")
+
+
+def _caller_name(field: re.Match) -> str:
+    part, name = field.groups()
+    if name == "x":
+        return part
+    return "q_variable_block_sizes" if part == "q" else "variable_block_sizes"
+
+
 @torch.library.custom_op("vsa::block_means", mutates_args=())
-def _block_means(q: Tensor, k: Tensor, v: Tensor, q_counts: Tensor, kv_counts: Tensor,
+def _block_means(q: Tensor, k: Tensor, v: Tensor, q_variable_block_sizes: Tensor, variable_block_sizes: Tensor,
                  layout: str) -> tuple[Tensor, Tensor, Tensor]:
     """vsa::block_mean of q, k and v in one call (on CUDA one launch), bit for bit."""
     q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
-    means = _new_qkv_means(q, k, v, q_counts, kv_counts, layout)
-    launch(_C.block_means, (q, k, v, q_counts, kv_counts), means, layout)
+    counts = (q_variable_block_sizes, variable_block_sizes)
+    means = _new_qkv_means(q, k, v, *counts, layout)
+    try:
+        launch(_C.block_means, (q, k, v, *counts), means, layout)
+    except (ValueError, UnsupportedError) as error:
+        raise type(error)(_PART_FIELD.sub(_caller_name, str(error))) from None
     return means
 
 
 @_block_means.register_fake
-def _block_means_fake(q, k, v, q_counts, kv_counts, layout):
-    return _new_qkv_means(q, k, v, q_counts, kv_counts, layout)
+def _block_means_fake(q, k, v, q_variable_block_sizes, variable_block_sizes, layout):
+    return _new_qkv_means(q, k, v, q_variable_block_sizes, variable_block_sizes, layout)
 
 
 def _block_means_setup(ctx, inputs, output):

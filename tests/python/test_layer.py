@@ -344,6 +344,28 @@ def test_bad_arguments(gen):
         vsa.video_sparse_attn(*p.inputs(), gate=p.gate.half())
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_the_block_means_errors_name_the_callers_arguments(gen, grad):
+    # The block means' core checks named their parts' fields: 'q.valid_counts' for a bad
+    # q_variable_block_sizes, 'k.x.dtype' for k's dtype.
+    p = draw_layer_problem(gen, nq=2, nk=3)
+    too_many = p.q_vbs.clone()
+    too_many[1] = 65
+    bad = [(dict(q_variable_block_sizes=too_many), r"'q_variable_block_sizes': .* got 65 at block 1"),
+           (dict(q_variable_block_sizes=p.q_vbs[None]), r"'q_variable_block_sizes': expected rank 1"),
+           (dict(variable_block_sizes=p.vbs - 1), r"'variable_block_sizes': .* got -1 at block 2"),
+           (dict(k=p.k.half(), v=p.v.half()), r"'k\.dtype'"),
+           (dict(q=p.q[..., :32]), r"'q\.shape'")]
+    args = dict(q=p.q, k=p.k, v=p.v, variable_block_sizes=p.vbs, q_variable_block_sizes=p.q_vbs)
+    for change, message in bad:
+        a = {**args, **change}
+        with torch.set_grad_enabled(grad), pytest.raises((ValueError, vsa.UnsupportedError), match=message):
+            vsa.video_sparse_attn(a["q"].detach().requires_grad_(grad), a["k"], a["v"], a["variable_block_sizes"],
+                                  a["q_variable_block_sizes"], 1)
+        with pytest.raises((ValueError, vsa.UnsupportedError), match=message):
+            block_means(a["q"], a["k"], a["v"], a["q_variable_block_sizes"], a["variable_block_sizes"])
+
+
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("name", ["q", "k", "v"])
 def test_a_tensor_of_another_rank_is_named(gen, name, layout):
