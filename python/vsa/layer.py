@@ -129,6 +129,21 @@ def _check_blocks(t: Tensor, name: str, counts: Tensor, counts_name: str, block:
                                list(counts.shape))
 
 
+def check_keys(q: Tensor, k: Tensor, v: Tensor, layout: str) -> None:
+    """k of q's batch and head dim with heads dividing q's, v of k's shape: checked here because
+    the coarse stage would name these through the block means (k_mean, v_mean), which the caller
+    never passed. Tensors of another rank are the core's to refuse, by their own names."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return
+    head = 1 if layout == "bhsd" else 2
+    heads, kv_heads = q.shape[head], k.shape[head]
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3] or kv_heads < 1 or heads % kv_heads:
+        raise invalid_argument("k.shape", f"q's batch {q.shape[0]} and head dim {q.shape[3]}, and heads "
+                               f"dividing q's {heads} (GQA)", list(k.shape))
+    if v.shape != k.shape:
+        raise invalid_argument("v.shape", f"{list(k.shape)} (as k)", list(v.shape))
+
+
 def _needs_grad(*tensors: Optional[Tensor]) -> bool:
     """Whether autograd will record the layer (traced, not a host sync, under torch.compile)."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
@@ -160,6 +175,7 @@ def video_sparse_attn(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Ten
         raise invalid_argument("layout", "'bhsd' or 'bshd'", repr(layout))
     expect_same_device("q", q, k=k, v=v, variable_block_sizes=variable_block_sizes,
                        q_variable_block_sizes=q_variable_block_sizes, **optional_tensors(gate=gate))
+    check_keys(q, k, v, layout)
     vbs = index_tensor(variable_block_sizes, "variable_block_sizes")
     q_vbs = index_tensor(q_variable_block_sizes, "q_variable_block_sizes")
     _check_blocks(k, "k", vbs, "variable_block_sizes", block, layout)

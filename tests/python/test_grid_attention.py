@@ -98,6 +98,16 @@ def test_tokens_must_fill_the_grid(gen):
             grid_attention(args["q"], args["k"], args["v"], (4, 4, 4), mode="vsa", topk=1, gate=args["gate"])
 
 
+@pytest.mark.parametrize("mode", ["vsa", "fine", "dense"])
+def test_keys_and_values_unlike_q_are_named(gen, mode):
+    # The coarse stage named them through their block means: 'k_mean.shape', 'v_mean.shape'.
+    q, k, v, _ = draw(gen, (4, 4, 4), batch=1)
+    for k_, v_, name in ((torch.cat([k, k]), torch.cat([v, v]), "k"), (k[:, :, :1], v, "v"),
+                         (k, torch.cat([v, v], -1), "v")):
+        with pytest.raises(ValueError, match=rf"'{name}\.shape'"):
+            grid_attention(q, k_, v_, (4, 4, 4), mode=mode)
+
+
 def test_prebuilt_metadata_serves_as_the_grid(gen):
     """What a model hook passes from outside a compiled region: the same result."""
     q, k, v, _ = draw(gen, (5, 6, 7), batch=1)

@@ -355,7 +355,7 @@ def test_the_block_means_errors_name_the_callers_arguments(gen, grad):
            (dict(q_variable_block_sizes=p.q_vbs[None]), r"'q_variable_block_sizes': expected rank 1"),
            (dict(variable_block_sizes=p.vbs - 1), r"'variable_block_sizes': .* got -1 at block 2"),
            (dict(k=p.k.half(), v=p.v.half()), r"'k\.dtype'"),
-           (dict(q=p.q[..., :32]), r"'q\.shape'")]
+           (dict(q=p.q[..., :32], k=p.k[..., :32], v=p.v[..., :32]), r"'q\.shape'")]
     args = dict(q=p.q, k=p.k, v=p.v, variable_block_sizes=p.vbs, q_variable_block_sizes=p.q_vbs)
     for change, message in bad:
         a = {**args, **change}
@@ -364,6 +364,20 @@ def test_the_block_means_errors_name_the_callers_arguments(gen, grad):
                                   a["q_variable_block_sizes"], 1)
         with pytest.raises((ValueError, vsa.UnsupportedError), match=message):
             block_means(a["q"], a["k"], a["v"], a["q_variable_block_sizes"], a["variable_block_sizes"])
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_keys_and_values_unlike_q_are_named(gen, layout):
+    # The coarse stage named them through their block means: 'k_mean.shape', 'v_mean.shape'.
+    p = draw_layer_problem(gen, heads=2, nq=2, nk=3, layout=layout)
+    head = 1 if layout == "bhsd" else 2
+    k3 = torch.cat([p.k, p.k.narrow(head, 0, 1)], head)  # 3 kv heads for q's 2
+    for k, v, name in ((torch.cat([p.k, p.k]), torch.cat([p.v, p.v]), "k"), (k3, k3, "k"),
+                       (torch.cat([p.k, p.k], -1), torch.cat([p.v, p.v], -1), "k"),
+                       (p.k, p.v.narrow(head, 0, 1), "v"), (p.k, torch.cat([p.v, p.v], -1), "v"),
+                       (p.k, p.v.narrow(3 - head, 0, 128), "v")):
+        with pytest.raises(ValueError, match=rf"'{name}\.shape'"):
+            vsa.video_sparse_attn(p.q, k, v, p.vbs, p.q_vbs, 1, layout=layout)
 
 
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])

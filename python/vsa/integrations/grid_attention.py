@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from vsa._args import count_value, invalid_argument
-from vsa.layer import block_means, coarse_stage, fine_stage, video_sparse_attn
+from vsa.layer import block_means, check_keys, coarse_stage, fine_stage, video_sparse_attn
 from vsa.metadata import VSAMetadata, build_vsa_metadata, tile, untile
 
 MODES = ("vsa", "fine", "dense")
@@ -125,6 +125,7 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Union[Sequence[int], V
         if x is not None and (x.dim() != 4 or x.shape[1] != math.prod(meta.latent_shape)):
             raise invalid_argument(f"{name}.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens "
                                    f"of the grid {meta.latent_shape}", list(x.shape))
+    check_keys(q, k, v, "bshd")  # on the caller's tokens, not the tiled ones the layer sees
     qt, kt, vt = (tile(x, meta, dim=1) for x in (q, k, v))
     vbs = meta.variable_block_sizes
     if mode == "dense":
