@@ -235,19 +235,20 @@ def test_large_block_entry_points(gen, device, block, layout):
 
 @pytest.mark.parametrize("block", [128, 256])
 @pytest.mark.parametrize("counts,argument", [
-    (lambda block: [block, block + 44], "'variable_block_sizes'"),
-    (lambda block: [block, 2**32 + 128 + 44], "'variable_block_sizes'"),
-    (lambda block: [block, -5], "'variable_block_sizes'"),
+    (lambda block: [block, block + 44], "'variable_block_sizes': .* got {} at block 1$"),
+    (lambda block: [block, 2**32 + 128 + 44], "'variable_block_sizes': .* got {} at block 1$"),
+    (lambda block: [block, -5], "'variable_block_sizes': .* got {} at block 1$"),
     (lambda block: [float(block), 100.7], "'variable_block_sizes.dtype'"),
 ], ids=["past the block", "past int32", "negative", "float"])
 def test_large_block_entry_points_refuse_bad_block_sizes(gen, block, counts, argument):
     # 256-token counts are halved into 128-token ones; clamping both halves to [0, 128] made a
     # count past 256 a full block, a negative one an empty block and a float one its floor, all
     # run silently where the 128-token entry point refuses them; the halves made int32 made
-    # 2^32 + 128 + 44 a second half of 44.
+    # 2^32 + 128 + 44 a second half of 44. A count is named by the caller's value and block,
+    # not its half's ('got 172 at block 3' for a 300 at block 1).
     q = randn(gen, 1, 2, 2 * block, 64, device="cpu")
     entry = fk256.block_sparse_attn_128 if block == 128 else fk256.block_sparse_attn_256
-    with pytest.raises(ValueError, match=argument):
+    with pytest.raises(ValueError, match=argument.format(counts(block)[1])):  # the caller's value
         entry(q, q, q, torch.ones(1, 2, 2, 2, dtype=torch.bool), torch.tensor(counts(block)))
 
 

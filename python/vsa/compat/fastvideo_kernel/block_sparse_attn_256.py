@@ -22,6 +22,7 @@ from torch import Tensor
 
 import vsa
 from vsa._args import invalid_argument
+from vsa._tensors import host_values
 from vsa.compat.fastvideo_kernel.block_sparse_attn import logical_map
 from vsa.metadata import halve_block_sizes
 
@@ -40,10 +41,23 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
     """Block-sparse attention over `block`-token blocks (64, 128 or 256) in either layout."""
     _expect_blocks(k, 2 if layout == "bhsd" else 1, variable_block_sizes.numel(), block)
     block_map = logical_map(block_map, q.shape[0])
+    counts = variable_block_sizes
     if block == 2 * _NATIVE_BLOCK:
-        block_map, variable_block_sizes = _halves(block_map, variable_block_sizes)
-    return vsa.block_sparse_attn_from_mask(q, k, v, block_map, variable_block_sizes, layout=layout,
-                                           deterministic=True)  # as block_sparse_attn.py says why
+        block_map, counts = _halves(block_map, variable_block_sizes)
+    try:
+        return vsa.block_sparse_attn_from_mask(q, k, v, block_map, counts, layout=layout,
+                                               deterministic=True)  # as block_sparse_attn.py says why
+    except ValueError:
+        if counts is not variable_block_sizes:  # the core named a bad count by its half, at the half's index
+            _expect_counts(variable_block_sizes, block)
+        raise
+
+
+def _expect_counts(variable_block_sizes: Tensor, block: int) -> None:
+    """The caller's counts in [0, block], read on the host (only once the core has refused one)."""
+    for n, count in enumerate(host_values(variable_block_sizes, "variable_block_sizes")):
+        if not 0 <= count <= block:
+            raise invalid_argument("variable_block_sizes", f"values in [0, blk = {block}]", f"{count} at block {n}")
 
 
 def _halves(block_map: Tensor, variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
