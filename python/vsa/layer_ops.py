@@ -148,6 +148,12 @@ _block_means.register_autograd(_block_means_grad, setup_context=_block_means_set
 # ---- coarse stage ----------------------------------------------------------------------------------
 
 
+def _contiguous(*means: Tensor) -> tuple[Tensor, ...]:
+    """The core reads means (and coarse) as contiguous [B, H, N, D]; a caller's view (a slice, a
+    transpose) is copied, as block_sparse_attn copies q, k and v it cannot read in place."""
+    return tuple(m.contiguous() for m in means)
+
+
 def _new_coarse_outputs(q_mean: Tensor, topk: int) -> tuple[Tensor, Tensor, Tensor]:
     batch, heads, blocks, _ = _bhsd(q_mean.shape, "bhsd")
     return (q_mean.new_empty(q_mean.shape, dtype=torch.float32),
@@ -159,7 +165,7 @@ def _new_coarse_outputs(q_mean: Tensor, topk: int) -> tuple[Tensor, Tensor, Tens
 def _coarse_stage(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, variable_block_sizes: Tensor,
                   topk: int, scale: float) -> tuple[Tensor, Tensor, Tensor]:
     coarse, q2k_idx, q2k_num = _new_coarse_outputs(q_mean, topk)
-    launch(_C.coarse_stage, (q_mean, k_mean, v_mean, variable_block_sizes),
+    launch(_C.coarse_stage, (*_contiguous(q_mean, k_mean, v_mean), variable_block_sizes),
            (coarse, q2k_idx, q2k_num), scale)
     return coarse, q2k_idx, q2k_num
 
@@ -198,7 +204,8 @@ def _coarse_stage_backward(q_mean: Tensor, k_mean: Tensor, v_mean: Tensor, varia
     (vsa::coarse_stage_backward: dense attention's backward on the means; the KV means'
     gradients sum over each KV head's query heads). scale 0 means 1/sqrt(D)."""
     grads = _new_coarse_grads(q_mean, k_mean)
-    launch(_coarse_backward_kernel, (q_mean, k_mean, v_mean, variable_block_sizes, coarse, dcoarse.contiguous()),
+    launch(_coarse_backward_kernel, (*_contiguous(q_mean, k_mean, v_mean), variable_block_sizes, coarse,
+                                     dcoarse.contiguous()),
            grads, scale)
     return grads
 
@@ -225,7 +232,7 @@ def _gate_combine(fine: Tensor, coarse: Tensor, gate: Optional[Tensor], layout: 
     fine = kernel_ready(fine)
     gate = None if gate is None else kernel_ready(gate)
     out = fine.new_empty(fine.shape)
-    launch(_C.gate_combine, (fine, coarse, gate), (out,), layout)
+    launch(_C.gate_combine, (fine, coarse.contiguous(), gate), (out,), layout)
     return out
 
 
@@ -247,7 +254,7 @@ def _gate_combine_backward(dout: Tensor, coarse: Tensor, gate: Optional[Tensor],
     dout = kernel_ready(dout)
     gate = None if gate is None else kernel_ready(gate)
     dcoarse, dgate = _new_combine_grads(dout, coarse, gate is not None)
-    launch(_C.gate_combine_backward, (dout, coarse, gate), (dcoarse, None if gate is None else dgate),
+    launch(_C.gate_combine_backward, (dout, coarse.contiguous(), gate), (dcoarse, None if gate is None else dgate),
            layout)
     return dcoarse, dgate
 
@@ -281,7 +288,7 @@ def _run_fine_stage_gated(q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_var
     q, k, v = kernel_ready(q), kernel_ready(k), kernel_ready(v)
     gate = None if gate is None else kernel_ready(gate)
     launch(_C.fine_stage_gated,
-           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse, gate),
+           (q, k, v, q2k_idx, q2k_num, variable_block_sizes, q_variable_block_sizes, coarse.contiguous(), gate),
            (out, fine, lse), layout, scale)
 
 

@@ -412,6 +412,33 @@ def _stage_call(p, stage):
                  gate=p.gate, q_variable_block_sizes=p.q_vbs))
 
 
+def _strided(t):
+    """t's values in a view that is not contiguous (every other element of a wider tensor)."""
+    return torch.stack([t, torch.full_like(t, float("nan"))], -1)[..., 0]
+
+
+def test_stage_functions_take_means_and_coarse_of_any_strides(gen):
+    # The core reads means and coarse contiguous: a view of them was refused ('q_mean.stride',
+    # 'coarse.stride') where block_sparse_attn takes q, k and v of any strides.
+    p = draw_layer_problem(gen, nq=2, nk=3)
+    means = [m.requires_grad_() for m in block_means(p.q, p.k, p.v, p.q_vbs, p.vbs)]
+    coarse, q2k_idx, q2k_num = coarse_stage(*means, p.vbs, 2)
+    fine = fine_stage(p.q, p.k, p.v, q2k_idx, q2k_num, p.vbs).requires_grad_()
+    gate = p.gate.clone().requires_grad_()
+    dout = torch.randn(p.q.shape, generator=gen)
+    leaves = [*means, fine, gate]
+
+    def run(view):
+        got_coarse, got_idx, got_num = coarse_stage(*(view(m) for m in means), p.vbs, 2)
+        out = gate_combine(fine, view(got_coarse), gate)
+        fused = fine_stage_gated(p.q, p.k, p.v, got_idx, got_num, p.vbs, view(got_coarse.detach()), p.gate)
+        grads = torch.autograd.grad(out, leaves, dout)
+        return (got_coarse, got_idx, got_num, out, fused, *grads)
+
+    for got, want in zip(run(_strided), run(lambda t: t)):
+        assert torch.equal(got, want)
+
+
 @pytest.mark.parametrize("stage", ["block_means", "coarse_stage", "gate_combine", "fine_stage_gated"])
 def test_stage_functions_name_a_tensor_on_another_device(gen, stage):
     # A meta tensor among CPU ones made torch dispatch the stage op to its fake kernel, which
