@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_cases.hpp"
 #include "support/attention_problem.hpp"
 #include "support/expect_error.hpp"
 #include "support/fused_combine.hpp"
@@ -16,16 +17,7 @@
 namespace vsa::test {
 namespace {
 
-AttentionCase base_case() {
-  AttentionCase c;
-  c.batch = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.num_q_blocks = 4;
-  c.num_kv_blocks = 4;
-  c.max_kv = 3;
-  return c;
-}
+AttentionCase base_case() { return small_gqa_case(); }
 
 template <class Call>
 void expect_error(Call&& call, const std::string& argument, ErrorKind kind) {

@@ -2,6 +2,19 @@
 
 namespace vsa::test {
 
+AttentionCase small_gqa_case(DType dtype, Layout layout) {
+  AttentionCase c;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.num_q_blocks = 4;
+  c.num_kv_blocks = 4;
+  c.max_kv = 3;
+  c.dtype = dtype;
+  c.layout = layout;
+  return c;
+}
+
 AttentionCase query_padding_case(DType dtype, Layout layout) {
   AttentionCase c;
   c.dtype = dtype;

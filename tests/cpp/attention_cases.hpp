@@ -14,6 +14,10 @@ namespace vsa::test {
 
 std::vector<AttentionCase> attention_cases();
 
+// Two batches of GQA 4 -> 2 over four 64-token blocks each way, lists of up to 3: a small case
+// with every axis above 1, for tests about arguments rather than arithmetic.
+AttentionCase small_gqa_case(DType dtype = DType::f32, Layout layout = Layout::bhsd);
+
 // Seven query blocks cut at the seven boundaries of query_row_cuts (from a
 // random one on), GQA 4 -> 2, lists of up to 4 of the 4 KV blocks: the
 // q-padding problem the dedicated tests of every backend share.

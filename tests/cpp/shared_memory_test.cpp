@@ -20,16 +20,8 @@ namespace {
 
 // GQA 4 -> 2, Sq = Skv (one sequence axis for the packed buffer), 4 blocks of 64, D = 64.
 AttentionCase packed_case(DType dtype = DType::f32, Layout layout = Layout::bhsd) {
-  AttentionCase c;
+  AttentionCase c = small_gqa_case(dtype, layout);
   c.name = std::string(dtype_name(dtype)) + (layout == Layout::bhsd ? "_bhsd" : "_bshd");
-  c.batch = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.num_q_blocks = 4;
-  c.num_kv_blocks = 4;
-  c.max_kv = 3;
-  c.dtype = dtype;
-  c.layout = layout;
   return c;
 }
 
