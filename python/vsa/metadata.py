@@ -141,6 +141,8 @@ def halve_block_sizes(variable_block_sizes: Tensor, half: int) -> Tensor:
     one in the first, one past 2 * half in the second), so the core refuses it as it refuses
     the count itself; clamping made it a full or an empty block. Any integer dtype."""
     counts = index_tensor(variable_block_sizes, "variable_block_sizes").long()
+    if counts.dim() != 1:  # the reshape below would flatten [[256, 200]] into two blocks' counts
+        raise invalid_argument("variable_block_sizes", "rank 1", f"rank {counts.dim()} {list(counts.shape)}")
     return torch.stack([counts.clamp(max=half), (counts - half).clamp(min=0)], dim=-1).reshape(-1)
 
 

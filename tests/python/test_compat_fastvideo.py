@@ -252,6 +252,17 @@ def test_large_block_entry_points_refuse_bad_block_sizes(gen, block, counts, arg
         entry(q, q, q, torch.ones(1, 2, 2, 2, dtype=torch.bool), torch.tensor(counts(block)))
 
 
+@pytest.mark.parametrize("block", [128, 256])
+def test_large_block_entry_points_refuse_block_sizes_of_two_axes(gen, block):
+    # The 256-token counts were halved after a flatten: [[256, 200]] ran as the counts [256, 200].
+    q = randn(gen, 1, 2, 2 * block, 64, device="cpu")
+    entry = fk256.block_sparse_attn_128 if block == 128 else fk256.block_sparse_attn_256
+    with pytest.raises(ValueError, match=r"'variable_block_sizes': expected rank 1, got rank 2 \[1, 2\]"):
+        entry(q, q, q, torch.ones(1, 2, 2, 2, dtype=torch.bool), torch.tensor([[block, 100]]))
+    with pytest.raises(ValueError, match=r"'variable_block_sizes.shape': .* got \[1, 3\]"):  # not [3]
+        entry(q, q, q, torch.ones(1, 2, 2, 2, dtype=torch.bool), torch.tensor([[block, 100, 0]]))
+
+
 # ---- the VSA layer ----------------------------------------------------------------------------------------
 
 

@@ -29,17 +29,17 @@ from vsa.metadata import halve_block_sizes
 _NATIVE_BLOCK = 128
 
 
-def _expect_blocks(k: Tensor, seq_axis: int, num_kv_blocks: int, block: int) -> None:
-    if k.dim() == 4 and k.shape[seq_axis] != num_kv_blocks * block:
+def _expect_blocks(k: Tensor, seq_axis: int, variable_block_sizes: Tensor, block: int) -> None:
+    if k.dim() == 4 and k.shape[seq_axis] != variable_block_sizes.numel() * block:
         raise invalid_argument("variable_block_sizes.shape",
                                f"one entry per {block}-token block of k ({k.shape[seq_axis]} tokens)",
-                               [num_kv_blocks])
+                               list(variable_block_sizes.shape))
 
 
 def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_block_sizes: Tensor,
                   block: int, layout: str) -> Tuple[Tensor, Tensor]:
     """Block-sparse attention over `block`-token blocks (64, 128 or 256) in either layout."""
-    _expect_blocks(k, 2 if layout == "bhsd" else 1, variable_block_sizes.numel(), block)
+    _expect_blocks(k, 2 if layout == "bhsd" else 1, variable_block_sizes, block)
     block_map = logical_map(block_map, q.shape[0])
     counts = variable_block_sizes
     if block == 2 * _NATIVE_BLOCK:
