@@ -316,11 +316,40 @@ def test_inference_forward_is_the_training_forward(gen, device):
     (lambda q, vbs: fk.video_sparse_attn(q, q[:, :1], q[:, :1], vbs, vbs, 1, block_size=4), "'k.shape'"),
     (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs[:1], vbs, 1, block_size=4), "'variable_block_sizes.shape'"),
     (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, vbs, 0, block_size=4), "'topk'"),
+    # q_variable_block_sizes only divide the query means (the fine stage attends every row): no
+    # check saw them, and a count past the block, negative or of two axes ran silently.
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, torch.tensor([64, 100]), 1, block_size=4),
+     r"'q_variable_block_sizes': expected values in \[0, blk = 64\], got 100 at block 1"),
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, torch.tensor([-3, 64]), 1, block_size=4),
+     r"'q_variable_block_sizes': .* got -3 at block 0"),
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, vbs[None], 1, block_size=4),
+     r"'q_variable_block_sizes.shape': .* got \[1, 2\]"),
+    # A gate that is not q's shape failed in torch's broadcast or reshape (RuntimeError); one of
+    # q's element count in another shape was reshaped to q's silently (bshd).
+    (lambda q, vbs: fk.video_sparse_attn(q, q, q, vbs, vbs, 1, block_size=4, compress_attn_weight=q[:, :, :64]),
+     r"'compress_attn_weight.shape': expected q's shape \[1, 2, 128, 64\] .*got \[1, 2, 64, 64\]"),
+    (lambda q, vbs: fk.video_sparse_attn_bshd(*[q.transpose(1, 2)] * 3, vbs, vbs, 1, block_size=4,
+                                              compress_attn_weight=q),
+     r"'compress_attn_weight.shape': expected q's shape \[1, 128, 2, 64\] .*got \[1, 2, 128, 64\]"),
 ])
 def test_video_sparse_attn_refuses_bad_arguments(call, argument):
     q = torch.randn(1, 2, 128, 64)
     with pytest.raises(ValueError, match=argument):
         call(q, torch.full((2,), 64, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_video_sparse_attn_broadcasts_a_gate(gen, layout):
+    # FastVideo's out = coarse * gate + fine broadcasts a gate against q's shape (one weight per
+    # head and token here); the bshd path reshaped the gate and refused it.
+    q = randn(gen, 1, 2, 128, 64, device="cpu")
+    gate = torch.rand(1, 2, 128, 1, generator=gen).to(q.dtype)
+    vbs = torch.tensor([64, 40], dtype=torch.int32)
+    t = (lambda x: x) if layout == "bhsd" else (lambda x: x.transpose(1, 2))  # noqa: E731
+    entry = fk.video_sparse_attn if layout == "bhsd" else fk.video_sparse_attn_bshd
+    got = entry(t(q), t(q), t(q), vbs, vbs, 1, block_size=4, compress_attn_weight=t(gate))
+    want = entry(t(q), t(q), t(q), vbs, vbs, 1, block_size=4, compress_attn_weight=t(gate.expand(q.shape)))
+    assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("topk", [2.5, 1.0, True, "1"], ids=repr)

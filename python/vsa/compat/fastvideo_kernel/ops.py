@@ -12,7 +12,8 @@ video_sparse_attn / video_sparse_attn_bshd compute what FastVideo's do:
   capped at NK), every block a candidate;
 - the fine stage on vsa's kernels (64- and 128-token blocks natively,
   256 as 128-token halves: see block_sparse_attn_256);
-- out = coarse * compress_attn_weight + fine (coarse + fine without a gate).
+- out = coarse * compress_attn_weight + fine (coarse + fine without a gate); the gate is
+  q's shape or broadcasts to it, in either layout.
 
 Following FastVideo's rounding (not vsa.video_sparse_attn's float32 coarse
 stage) is what makes the same inputs select the same blocks as FastVideo
@@ -35,7 +36,7 @@ from torch import Tensor
 
 from vsa._args import count_value, invalid_argument
 from vsa.compat.fastvideo_kernel._unsupported import unsupported_function
-from vsa.compat.fastvideo_kernel.block_sparse_attn_256 import sparse_branch
+from vsa.compat.fastvideo_kernel.block_sparse_attn_256 import expect_counts, sparse_branch
 
 _BLOCK_VOLUMES = (64, 128, 256)
 
@@ -68,8 +69,8 @@ def _check_shapes(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor,
         if t.shape[seq] % block != 0:
             raise invalid_argument(f"{name}.shape", f"a sequence of whole {block}-token blocks",
                                    list(t.shape))
-        if counts.numel() != t.shape[seq] // block:
-            raise invalid_argument(f"{counts_name}.shape", f"{t.shape[seq] // block} entries, one per "
+        if counts.shape != (t.shape[seq] // block,):  # [[64, 64]] was read flat: means of two blocks
+            raise invalid_argument(f"{counts_name}.shape", f"[{t.shape[seq] // block}], one entry per "
                                    f"{block}-token block of {name}", list(counts.shape))
     count = count_value(topk)  # 2.5 ran as min(2.5, NK), and True, 1.0 failed inside torch.topk
     if count is None or count < 1:
@@ -101,6 +102,17 @@ def _vsa(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor, q_variab
          topk: int, block_size, gate: Optional[Tensor], layout: str) -> Tensor:
     block = block_elements(block_size)
     _check_shapes(q, k, v, variable_block_sizes, q_variable_block_sizes, topk, block, layout)
+    # FastVideo's fine stage attends every query row, so q_variable_block_sizes only divide the query
+    # means and never reach the core, which checks counts on the CPU backend (on CUDA they are a
+    # precondition, as variable_block_sizes' are): checked here where the core would check them.
+    if q_variable_block_sizes.device.type == "cpu":
+        expect_counts(q_variable_block_sizes, "q_variable_block_sizes", block)
+    if gate is not None:
+        try:  # a view: FastVideo's coarse * gate broadcasts the gate against q's shape
+            gate = gate.expand(q.shape)
+        except RuntimeError:
+            raise invalid_argument("compress_attn_weight.shape", f"q's shape {list(q.shape)} or one "
+                                   "broadcasting to it", list(gate.shape)) from None
     scores, chosen = selection(q, k, variable_block_sizes, q_variable_block_sizes, topk, block, layout)
     v_c = _block_means(v, variable_block_sizes, block, layout)
     coarse = torch.matmul(torch.softmax(scores, dim=-1), v_c)  # [B, H, NQ, D]
@@ -114,7 +126,7 @@ def _vsa(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor, q_variab
         return fine + (coarse if gate is None else coarse * gate)
     coarse = coarse.permute(0, 2, 1, 3).unsqueeze(2)  # [B, NQ, 1, H, D], broadcast over the block
     fine = fine.view(b, nq, block, h, d)
-    gated = coarse if gate is None else coarse * gate.reshape(b, nq, block, h, d)
+    gated = coarse if gate is None else coarse * gate.unflatten(1, (nq, block))
     return (fine + gated).view(q.shape)
 
 
