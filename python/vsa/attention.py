@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from vsa import _C
-from vsa._args import invalid_argument, lse_shape, scale_argument
+from vsa._args import LAYOUTS, invalid_argument, lse_shape, scale_argument
 from vsa._tensors import (expect_same_device, index_tensor, kernel_ready, optional_index_tensor,
                           optional_tensors)
 from vsa.dispatch import launch
@@ -153,6 +153,21 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num:
     return out, (lse if need_lse else None)
 
 
+def block_map_shape(q: Tensor, k: Tensor, variable_block_sizes: Tensor, layout: str) -> Optional[list[int]]:
+    """The [B, H, NQ, NK] of a block map for q, k and variable_block_sizes (blk = Skv / NK, as the
+    core infers it), or None where they give none: the core then names them by their own shapes."""
+    if q.dim() != 4 or k.dim() != 4 or variable_block_sizes.dim() != 1 or layout not in LAYOUTS:
+        return None
+    seq = 2 if layout == "bhsd" else 1
+    num_kv_blocks = variable_block_sizes.shape[0]
+    if num_kv_blocks < 1 or k.shape[seq] % num_kv_blocks:
+        return None
+    block = k.shape[seq] // num_kv_blocks
+    if block < 1 or q.shape[seq] % block:
+        return None
+    return [q.shape[0], q.shape[3 - seq], q.shape[seq] // block, num_kv_blocks]
+
+
 def block_sparse_attn_from_mask(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor,
                                 variable_block_sizes: Tensor, *, scale: Optional[float] = None,
                                 need_lse: bool = True, layout: str = "bhsd",
@@ -163,11 +178,12 @@ def block_sparse_attn_from_mask(q: Tensor, k: Tensor, v: Tensor, block_map: Tens
     The compaction (map_to_index) is an op of its own, so torch.compile
     captures it together with the attention.
     """
-    # map_to_index lists a map's columns whatever their count: a map of fewer than NK would
-    # never list the last blocks, silently (its other axes are q2k_idx's, which the core checks).
-    if block_map.dim() == 4 and variable_block_sizes.dim() == 1 and block_map.shape[3] != variable_block_sizes.shape[0]:
-        raise invalid_argument("block_map.shape", f"[B, H, NQ, NK] with NK = {variable_block_sizes.shape[0]} "
-                               "(variable_block_sizes' length)", list(block_map.shape))
+    # map_to_index lists a map's columns whatever their count: a map of fewer than NK would never
+    # list the last blocks, silently; its other axes the core would name as q2k_idx's, an internal name.
+    want = block_map_shape(q, k, variable_block_sizes, layout)
+    if want is not None and list(block_map.shape) != want:
+        raise invalid_argument("block_map.shape", f"[B, H, NQ, NK] = {want} (q's batch, heads and query blocks; "
+                               f"NK = {want[3]}, variable_block_sizes' length)", list(block_map.shape))
     q2k_idx, q2k_num = map_to_index(block_map)
     return block_sparse_attn(q, k, v, q2k_idx, q2k_num, variable_block_sizes, scale=scale,
                              need_lse=need_lse, layout=layout, deterministic=deterministic)

@@ -5,6 +5,7 @@ here first."""
 
 import importlib
 import math
+import re
 import sys
 from types import ModuleType
 
@@ -250,6 +251,18 @@ def test_large_block_entry_points_refuse_bad_block_sizes(gen, block, counts, arg
     entry = fk256.block_sparse_attn_128 if block == 128 else fk256.block_sparse_attn_256
     with pytest.raises(ValueError, match=argument.format(counts(block)[1])):  # the caller's value
         entry(q, q, q, torch.ones(1, 2, 2, 2, dtype=torch.bool), torch.tensor(counts(block)))
+
+
+@pytest.mark.parametrize("block", [128, 256])
+@pytest.mark.parametrize("shape", [[1, 3, 2, 2], [1, 2, 3, 2], [1, 2, 2, 3], [3, 2, 2]])
+def test_large_block_entry_points_name_a_block_map_by_the_callers_shape(gen, block, shape):
+    # A 256-token map was checked as its 128-token halves ('got [1, 2, 4, 6]'), and a wrong batch,
+    # head or query-block count named the lists made of it ('q2k_idx.shape').
+    q = randn(gen, 1, 2, 2 * block, 64, device="cpu")
+    entry = fk256.block_sparse_attn_128 if block == 128 else fk256.block_sparse_attn_256
+    with pytest.raises(ValueError, match=r"'block_map.shape': expected \[B, H, NQ, NK\] = \[1, 2, 2, 2\] "
+                                         rf"or \[H, NQ, NK\] = \[2, 2, 2\].*got {re.escape(str(shape))}$"):
+        entry(q, q, q, torch.ones(shape, dtype=torch.bool), torch.tensor([block, 100]))
 
 
 @pytest.mark.parametrize("block", [128, 256])

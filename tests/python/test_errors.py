@@ -1,6 +1,8 @@
 """Every bad-input class of the op contract through the Python API: the mapped exception
 (ValueError / vsa.UnsupportedError / RuntimeError) with the argument named."""
 
+import re
+
 import pytest
 import torch
 
@@ -146,3 +148,24 @@ def test_block_map_of_another_nk_is_named(gen, columns):
         vsa.block_sparse_attn_from_mask(p.q, p.k, p.v, block_map, p.vbs)
     with pytest.raises(ValueError, match=r"'block_map\.shape'.*NK = 3"):
         fk.block_sparse_attn(p.q, p.k, p.v, block_map[0], p.vbs)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("axis", [0, 1, 2], ids=["batch", "heads", "query blocks"])
+def test_block_map_of_another_batch_heads_or_query_blocks_is_named(gen, layout, axis):
+    # Such a map was named 'q2k_idx.shape', the lists map_to_index made of it, which the caller
+    # never passed; the compat map [H, NQ, NK] was named by its batch-broadcast 4-D view.
+    import vsa.compat.fastvideo_kernel as fk
+    p = make_problem(gen, batch=2, heads=2, kv_heads=1, nq=2, nk=3, layout=layout)
+    shape = [2, 2, 2, 3]
+    shape[axis] += 1
+    block_map = torch.rand(shape, generator=gen) > 0.5
+    with pytest.raises(ValueError, match=rf"'block_map\.shape': expected \[B, H, NQ, NK\] = \[2, 2, 2, 3\] "
+                                         rf".*got {re.escape(str(shape))}$"):
+        vsa.block_sparse_attn_from_mask(p.q, p.k, p.v, block_map, p.vbs, layout=layout)
+    if layout == "bhsd":  # FastVideo's block_sparse_attn takes bhsd tensors only
+        for caller_map in (block_map, block_map[0])[:1 if axis == 0 else 2]:  # block_map[0] fits at axis 0
+            got = re.escape(str(list(caller_map.shape)))
+            with pytest.raises(ValueError, match=r"'block_map\.shape': expected \[B, H, NQ, NK\] = \[2, 2, 2, 3\] "
+                                                 rf"or \[H, NQ, NK\] = \[2, 2, 3\].*got {got}$"):
+                fk.block_sparse_attn(p.q, p.k, p.v, caller_map, p.vbs)

@@ -24,6 +24,7 @@ from torch import Tensor
 
 import vsa
 from vsa._args import invalid_argument
+from vsa.attention import block_map_shape
 
 
 def _map_to_index(block_map: Tensor, batch: int = 1) -> Tuple[Tensor, Tensor]:
@@ -42,6 +43,19 @@ def logical_map(block_map: Tensor, batch: int = 1) -> Tensor:
     return block_map.to(torch.bool).contiguous()
 
 
+def attention_map(block_map: Tensor, q: Tensor, k: Tensor, variable_block_sizes: Tensor,
+                  layout: str = "bhsd") -> Tensor:
+    """logical_map of the map a caller passed for q, k and variable_block_sizes, checked by the shape
+    passed: the broadcast view of an [H, NQ, NK] map (or, on the 256-token path, the halves' map)
+    would be named by a shape the caller never saw."""
+    want = block_map_shape(q, k, variable_block_sizes, layout)
+    if want is not None and list(block_map.shape) not in (want, want[1:]):
+        raise invalid_argument("block_map.shape", f"[B, H, NQ, NK] = {want} or [H, NQ, NK] = {want[1:]} "
+                               f"(B, H, NQ from q; NK = {want[3]}, variable_block_sizes' length)",
+                               list(block_map.shape))
+    return logical_map(block_map, q.shape[0])
+
+
 def block_sparse_attn_from_indices(q: Tensor, k: Tensor, v: Tensor, q2k_idx: Tensor, q2k_num: Tensor,
                                    variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
     """q, k, v [B, H, S, D]; q2k_idx [B, H, NQ, max_kv] (first q2k_num entries read),
@@ -53,8 +67,8 @@ def block_sparse_attn(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor,
                       variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:
     """block_sparse_attn_from_indices with the lists given as a bool block map (a map
     [H, NQ, NK] serves every video of the batch)."""
-    return vsa.block_sparse_attn_from_mask(q, k, v, logical_map(block_map, q.shape[0]), variable_block_sizes,
-                                           deterministic=True)
+    return vsa.block_sparse_attn_from_mask(q, k, v, attention_map(block_map, q, k, variable_block_sizes),
+                                           variable_block_sizes, deterministic=True)
 
 
 # FastVideo's per-backend ops compute the same function; code (and FastVideo's

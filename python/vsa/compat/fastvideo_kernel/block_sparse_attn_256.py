@@ -23,7 +23,7 @@ from torch import Tensor
 import vsa
 from vsa._args import invalid_argument
 from vsa._tensors import host_values
-from vsa.compat.fastvideo_kernel.block_sparse_attn import logical_map
+from vsa.compat.fastvideo_kernel.block_sparse_attn import attention_map
 from vsa.metadata import halve_block_sizes
 
 _NATIVE_BLOCK = 128
@@ -40,7 +40,7 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
                   block: int, layout: str) -> Tuple[Tensor, Tensor]:
     """Block-sparse attention over `block`-token blocks (64, 128 or 256) in either layout."""
     _expect_blocks(k, 2 if layout == "bhsd" else 1, variable_block_sizes, block)
-    block_map = logical_map(block_map, q.shape[0])
+    block_map = attention_map(block_map, q, k, variable_block_sizes, layout)  # checked before any halving
     counts = variable_block_sizes
     if block == 2 * _NATIVE_BLOCK:
         block_map, counts = _halves(block_map, variable_block_sizes)
