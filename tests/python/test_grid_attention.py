@@ -2,6 +2,8 @@
 grid, against a float64 token-level reference (grid_reference.py) in every mode, with
 partial tiles, batch 2, a gate, 128-token tiles; settings and shape errors."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -96,6 +98,15 @@ def test_tokens_must_fill_the_grid(gen):
         args = dict(q=q, k=k, v=v, gate=gate) | change
         with pytest.raises(ValueError, match=rf"'{name}.shape\[1\]': expected T·H·W = 64 tokens"):
             grid_attention(args["q"], args["k"], args["v"], (4, 4, 4), mode="vsa", topk=1, gate=args["gate"])
+
+
+def test_a_gate_unlike_q_is_named_by_its_own_shape(gen):
+    # The layer named it by its tiled shape: 'got [1, 64, 2, 32]' for a gate [1, 48, 2, 32].
+    q, k, v, gate = draw(gen, (3, 4, 4), batch=1, gated=True)
+    for bad in (gate[..., :32], gate[:, :, :1]):
+        with pytest.raises(ValueError, match=r"'gate\.shape': expected \[1, 48, 2, 64\] \(as q\), got "
+                                             + re.escape(str(list(bad.shape))) + "$"):
+            grid_attention(q, k, v, (3, 4, 4), mode="vsa", topk=1, gate=bad)
 
 
 @pytest.mark.parametrize("mode", ["vsa", "fine", "dense"])

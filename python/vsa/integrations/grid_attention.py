@@ -126,6 +126,8 @@ def grid_attention(q: Tensor, k: Tensor, v: Tensor, grid: Union[Sequence[int], V
             raise invalid_argument(f"{name}.shape[1]", f"T·H·W = {math.prod(meta.latent_shape)} tokens "
                                    f"of the grid {meta.latent_shape}", list(x.shape))
     check_keys(q, k, v, "bshd")  # on the caller's tokens, not the tiled ones the layer sees
+    if gate is not None and gate.shape != q.shape:  # likewise: the layer would name the tiled gate
+        raise invalid_argument("gate.shape", f"{list(q.shape)} (as q)", list(gate.shape))
     qt, kt, vt = (tile(x, meta, dim=1) for x in (q, k, v))
     vbs = meta.variable_block_sizes
     if mode == "dense":
