@@ -132,8 +132,9 @@ def _check_blocks(t: Tensor, name: str, counts: Tensor, counts_name: str, block:
 def check_keys(q: Tensor, k: Tensor, v: Tensor, layout: str) -> None:
     """k of q's batch and head dim with heads dividing q's, v of k's shape: checked here because
     the coarse stage would name these through the block means (k_mean, v_mean), which the caller
-    never passed. Tensors of another rank are the core's to refuse, by their own names."""
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+    never passed. Tensors of another rank, or a q of a head dim no kernel runs, are the core's to
+    refuse, by their own names (k's head dim checked against q's would blame a k that is fine)."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or q.shape[3] not in (64, 128):
         return
     head = 1 if layout == "bhsd" else 2
     heads, kv_heads = q.shape[head], k.shape[head]

@@ -119,6 +119,14 @@ def test_keys_and_values_unlike_q_are_named(gen, mode):
             grid_attention(q, k_, v_, (4, 4, 4), mode=mode)
 
 
+@pytest.mark.parametrize("mode", ["vsa", "fine", "dense"])
+def test_an_unsupported_head_dim_of_q_is_named_before_k(gen, mode):
+    # It was 'k.shape: expected ... head dim 32', pointing at the k of a supported head dim.
+    q, k, v, _ = draw(gen, (4, 4, 4), batch=1)
+    with pytest.raises(vsa.UnsupportedError, match=r"'q\.shape': .* D = 32"):
+        grid_attention(q[..., :32], k, v, (4, 4, 4), mode=mode)
+
+
 def test_prebuilt_metadata_serves_as_the_grid(gen):
     """What a model hook passes from outside a compiled region: the same result."""
     q, k, v, _ = draw(gen, (5, 6, 7), batch=1)

@@ -380,6 +380,18 @@ def test_keys_and_values_unlike_q_are_named(gen, layout):
             vsa.video_sparse_attn(p.q, k, v, p.vbs, p.q_vbs, 1, layout=layout)
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_an_unsupported_head_dim_of_q_is_named_before_k(gen, layout, grad):
+    # k's head dim was checked against q's first: q of D = 32 with k of 64 was 'k.shape:
+    # expected ... head dim 32', an error pointing at the k that is fine.
+    p = draw_layer_problem(gen, heads=2, nq=2, nk=3, layout=layout)
+    with torch.set_grad_enabled(grad), pytest.raises(vsa.UnsupportedError, match=r"'q\.shape': .* D = 32"):
+        vsa.video_sparse_attn(p.q[..., :32].requires_grad_(grad), p.k, p.v, p.vbs, p.q_vbs, 1, layout=layout)
+    with pytest.raises(ValueError, match=r"'k\.shape': .* head dim 64"):  # q's is supported: k is the one
+        vsa.video_sparse_attn(p.q, p.k[..., :32], p.v[..., :32], p.vbs, p.q_vbs, 1, layout=layout)
+
+
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("name", ["q", "k", "v"])
 def test_a_tensor_of_another_rank_is_named(gen, name, layout):
