@@ -51,6 +51,16 @@ def host_values(t: torch.Tensor, name: str) -> list:
     return t.tolist()
 
 
+def host_counts(t: torch.Tensor, name: str, block: int) -> list:
+    """Rank-1 valid-token counts read on the host (host_values), each checked in [0, block] where
+    the core's own check cannot name them as the caller passed them."""
+    counts = host_values(t, name)
+    for n, count in enumerate(counts):
+        if not 0 <= count <= block:
+            raise invalid_argument(name, f"values in [0, blk = {block}]", f"{count} at block {n}")
+    return counts
+
+
 def optional_index_tensor(t: Optional[torch.Tensor], name: str) -> Optional[torch.Tensor]:
     """index_tensor for optional metadata (None stays None)."""
     return None if t is None else index_tensor(t, name)

@@ -22,7 +22,7 @@ from torch import Tensor
 
 import vsa
 from vsa._args import invalid_argument
-from vsa._tensors import host_values
+from vsa._tensors import host_counts
 from vsa.compat.fastvideo_kernel.block_sparse_attn import attention_map
 from vsa.metadata import halve_block_sizes
 
@@ -49,15 +49,8 @@ def sparse_branch(q: Tensor, k: Tensor, v: Tensor, block_map: Tensor, variable_b
                                                deterministic=True)  # as block_sparse_attn.py says why
     except ValueError:
         if counts is not variable_block_sizes:  # the core named a bad count by its half, at the half's index
-            expect_counts(variable_block_sizes, "variable_block_sizes", block)
+            host_counts(variable_block_sizes, "variable_block_sizes", block)
         raise
-
-
-def expect_counts(counts: Tensor, name: str, block: int) -> None:
-    """The caller's counts (argument `name`) in [0, block], read on the host."""
-    for n, count in enumerate(host_values(counts, name)):
-        if not 0 <= count <= block:
-            raise invalid_argument(name, f"values in [0, blk = {block}]", f"{count} at block {n}")
 
 
 def _halves(block_map: Tensor, variable_block_sizes: Tensor) -> Tuple[Tensor, Tensor]:

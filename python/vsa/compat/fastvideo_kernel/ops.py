@@ -35,8 +35,9 @@ import torch
 from torch import Tensor
 
 from vsa._args import count_value, invalid_argument
+from vsa._tensors import host_counts
 from vsa.compat.fastvideo_kernel._unsupported import unsupported_function
-from vsa.compat.fastvideo_kernel.block_sparse_attn_256 import expect_counts, sparse_branch
+from vsa.compat.fastvideo_kernel.block_sparse_attn_256 import sparse_branch
 
 _BLOCK_VOLUMES = (64, 128, 256)
 
@@ -106,7 +107,7 @@ def _vsa(q: Tensor, k: Tensor, v: Tensor, variable_block_sizes: Tensor, q_variab
     # means and never reach the core, which checks counts on the CPU backend (on CUDA they are a
     # precondition, as variable_block_sizes' are): checked here where the core would check them.
     if q_variable_block_sizes.device.type == "cpu":
-        expect_counts(q_variable_block_sizes, "q_variable_block_sizes", block)
+        host_counts(q_variable_block_sizes, "q_variable_block_sizes", block)
     if gate is not None:
         try:  # a view: FastVideo's coarse * gate broadcasts the gate against q's shape
             gate = gate.expand(q.shape)

@@ -15,7 +15,7 @@ from torch import Tensor
 
 import vsa
 from vsa._args import count_value, invalid_argument
-from vsa._tensors import host_values
+from vsa._tensors import host_counts
 from vsa.metadata import VSAMetadata, _normalized_device
 
 VSA_TILE_SIZE = (4, 4, 4)
@@ -58,9 +58,7 @@ def get_non_pad_index(variable_block_sizes: Tensor, max_block_size: int) -> Tens
     block = count_value(max_block_size)  # int() made 64.5 a 64
     if block is None or block < 1:
         raise invalid_argument("max_block_size", "a positive token count", repr(max_block_size))
-    counts = host_values(variable_block_sizes, "variable_block_sizes")  # one device read on CUDA
-    if any(c < 0 or c > block for c in counts):  # named as this function names them
-        raise invalid_argument("variable_block_sizes", f"token counts in [0, {block}]", counts)
+    counts = host_counts(variable_block_sizes, "variable_block_sizes", block)  # one device read on CUDA
     return torch.from_numpy(vsa._C.non_pad_index(counts, block)).to(variable_block_sizes.device)
 
 
