@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -87,26 +88,41 @@ bool apart(const Footprint& a, const Footprint& b) {
   return a_to_b >= a.run && b_to_a >= b.run;
 }
 
+// A tensor of the call with its footprint, taken once for all its pairs; none for an undefined
+// or empty tensor, which shares nothing.
+struct Placed {
+  const NamedTensor* named;
+  Footprint footprint;
+};
+std::optional<Placed> placed(const NamedTensor& t) {
+  if (!t.tensor.defined() || t.tensor.numel() == 0) return std::nullopt;
+  return Placed{&t, footprint(t.tensor)};
+}
+
 // `w`, a tensor the call writes, against another tensor of the call.
-void expect_apart(const NamedTensor& w, const NamedTensor& other) {
-  const TensorRef &a = w.tensor, &b = other.tensor;
-  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return;
+void expect_apart(const Placed& w, const Placed& other) {
+  const TensorRef &a = w.named->tensor, &b = other.named->tensor;
   if (a.device != b.device || a.device_index != b.device_index) return;
-  const Footprint fa = footprint(a), fb = footprint(b);
+  const Footprint &fa = w.footprint, &fb = other.footprint;
   if (fa.bounded && fb.bounded && apart(fa, fb)) return;
   // One first byte, or two dense runs whose ranges meet: certainly shared.
   const bool certain = a.data == b.data || (fa.bounded && fb.bounded && fa.steps_gcd == 0 && fb.steps_gcd == 0);
-  fail(w.name, "memory shared with no other tensor of the call",
+  fail(w.named->name, "memory shared with no other tensor of the call",
        std::string(certain ? "shares memory" : "may share memory (interleaved address ranges not shown disjoint)") +
-           " with " + other.name);
+           " with " + other.named->name);
 }
 
 }  // namespace
 
 void expect_unshared(std::initializer_list<NamedTensor> written, const std::vector<NamedTensor>& read) {
-  for (auto w = written.begin(); w != written.end(); ++w) {
-    for (auto other = std::next(w); other != written.end(); ++other) expect_apart(*w, *other);
-    for (const NamedTensor& r : read) expect_apart(*w, r);
+  std::vector<Placed> writes, reads;
+  for (const NamedTensor& t : written)
+    if (auto p = placed(t)) writes.push_back(*p);
+  for (const NamedTensor& t : read)
+    if (auto p = placed(t)) reads.push_back(*p);
+  for (auto w = writes.begin(); w != writes.end(); ++w) {
+    for (auto other = std::next(w); other != writes.end(); ++other) expect_apart(*w, *other);
+    for (const Placed& r : reads) expect_apart(*w, r);
   }
 }
 
