@@ -10,8 +10,8 @@
 #include <string>
 
 #include "cuda/common/cuda_check.hpp"
-#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/common/device_guard.hpp"
+#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/cuda_backend.hpp"
 
 namespace vsa::cuda {

@@ -45,9 +45,9 @@
 
 #include "cuda/common/block_lists.cuh"
 #include "cuda/common/cuda_check.hpp"
-#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
+#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/layer/launch_checks.hpp"
 #include "cuda/layer/tf32x3.cuh"

@@ -34,9 +34,9 @@
 
 #include "core/layer_arithmetic.hpp"
 #include "cuda/common/cuda_check.hpp"
-#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/common/device_guard.hpp"
 #include "cuda/common/ptx.cuh"
+#include "cuda/common/smem_opt_in.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/layer/coarse_scores.cuh"
